@@ -1,0 +1,74 @@
+"""Input validation at the API boundary.
+
+Static problems (types, shapes) raise at trace time. Value problems (a negative scale, a
+probability vector off the simplex, ``alpha`` outside ``[0, 1]``) are checked only when the
+values are concrete: under ``jit``/``vmap``/``grad`` tracing the checks are skipped and the
+kernels' documented NaN policy applies instead (never a Python ``if`` on a traced value).
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+
+def is_concrete(*xs) -> bool:
+    """True when every leaf of ``xs`` is a concrete (non-traced) value."""
+    return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(xs))
+
+
+def as_inexact(*xs):
+    """Promote arrays once, jointly, to a common inexact dtype (weak types preserved)."""
+    arrays = [jnp.asarray(x) for x in xs]
+    dtype = jnp.result_type(*arrays, float)
+    return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
+
+
+def _values(x):
+    return np.asarray(jax.device_get(x))
+
+
+def check_finite(name: str, x) -> None:
+    if is_concrete(x):
+        v = _values(x)
+        if np.isnan(v).any():
+            raise ValueError(f"{name} contains NaN")
+        if not np.isfinite(v).all():
+            raise ValueError(f"{name} must be finite, got {v[~np.isfinite(v)].flat[0]}")
+
+
+def check_positive(name: str, x) -> None:
+    if is_concrete(x):
+        v = _values(x)
+        if np.isnan(v).any():
+            raise ValueError(f"{name} contains NaN")
+        bad = ~(np.isfinite(v) & (v > 0))
+        if bad.any():
+            raise ValueError(f"{name} must be positive and finite, got {v[bad].flat[0]}")
+
+
+def check_integer(name: str, x) -> None:
+    if is_concrete(x):
+        v = _values(x)
+        if (np.round(v) != v).any():
+            raise ValueError(f"{name} must hold integer values, got {v[np.round(v) != v].flat[0]}")
+
+
+def check_unit_interval(name: str, x) -> None:
+    if is_concrete(x):
+        v = _values(x)
+        if np.isnan(v).any():
+            raise ValueError(f"{name} contains NaN")
+        bad = (v < 0) | (v > 1)
+        if bad.any():
+            raise ValueError(f"{name} must lie in [0, 1], got {v[bad].flat[0]}")
+
+
+def check_broadcast(names: str, *shapes) -> tuple[int, ...]:
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ValueError(
+            f"{names}: batch shapes {', '.join(map(str, shapes))} do not broadcast"
+        ) from None

@@ -1,0 +1,82 @@
+"""The ``jaxdp`` command line.
+
+Each sub-command lives in its own module under :mod:`jaxdp.commands` and exposes
+``add_parser(subparsers)`` and ``run(args) -> int``. Sub-command modules are imported lazily so
+that ``jaxdp --help`` stays fast. The CLI works in float64 (it enables ``jax_enable_x64``
+explicitly, as the library itself never does).
+
+Errors: any ``ValueError``/``TypeError``/``OSError`` raised while parsing or running a command
+is printed as a single line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# name -> (module, one-line help). Order is the order shown by ``jaxdp --help``.
+COMMANDS: dict[str, tuple[str, str]] = {
+    "reproduce": ("jaxdp.commands.reproduce", "regenerate the paper's figures with exact curves"),
+    "chernoff": ("jaxdp.commands.chernoff", "exact Chernoff information of a mechanism pair"),
+    "calibrate": ("jaxdp.commands.calibrate", "noise scale for a Chernoff/KL/TV budget"),
+    "sweep": ("jaxdp.commands.sweep", "chunked, sharded, resumable parameter sweep"),
+    "bench": ("jaxdp.commands.bench", "run the benchmark suite"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, non-zero exit, no usage dump
+        raise SystemExit(_fail(message))
+
+
+def _fail(message: str) -> int:
+    print(f"jaxdp: error: {message}", file=sys.stderr)
+    return 2
+
+
+def _available() -> dict[str, object]:
+    modules = {}
+    for name, (module_name, _) in COMMANDS.items():
+        try:
+            modules[name] = importlib.import_module(module_name)
+        except ModuleNotFoundError as e:
+            if e.name != module_name:
+                raise
+    return modules
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="jaxdp", description=__doc__.splitlines()[0])
+    from jaxdp import __version__
+
+    parser.add_argument("--version", action="version", version=f"jaxdp {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
+    for name, module in _available().items():
+        p = sub.add_parser(name, help=COMMANDS[name][1], description=COMMANDS[name][1])
+        module.add_parser(p)
+        p.set_defaults(_run=module.run)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if getattr(args, "_run", None) is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(args._run(args) or 0)
+    except KeyboardInterrupt:
+        return _fail("interrupted")
+    except (ValueError, TypeError, OSError, KeyError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return _fail(msg)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

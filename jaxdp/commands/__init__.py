@@ -1,0 +1,1 @@
+"""Sub-commands of the ``jaxdp`` CLI, one module each (see :mod:`jaxdp.cli`)."""

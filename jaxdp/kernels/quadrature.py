@@ -1,0 +1,169 @@
+r"""Quadrature path for any pair of 1-D densities with log-densities.
+
+The real line (intersected with both supports) is split at every kink and centre of the two
+distributions; finite pieces use tanh-sinh quadrature and the two infinite tails exp-sinh
+quadrature scaled by the smaller length scale. Both rules converge double-exponentially for
+integrands that are analytic inside each piece (kinks sit at piece ends), and they cluster
+nodes at the ends, where a peaked integrand lives. The integrand is handled in log space:
+:math:`\log C_a = \mathrm{logsumexp}(\log w_i + a\log p(x_i) + (1-a)\log q(x_i))`, and for
+nearly identical pairs through the AM-GM deficit form (see
+:mod:`jaxdp.kernels.categorical`), which keeps relative accuracy.
+
+Accuracy against the closed forms is measured in ``tests/test_quadrature.py`` and
+``benchmarks/`` (float64: ~1e-13 relative on Laplace and Gaussian pairs with the default
+``level``).
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax.numpy as jnp
+import numpy as np
+from jax.scipy.special import logsumexp
+
+from jaxdp.kernels import categorical as cat
+
+#: Step ``h = 2**-level`` of the double-exponential rules.
+DEFAULT_LEVEL = 4
+
+
+def _rules(level: int):
+    h = 2.0**-level
+    # tanh-sinh on (-1, 1): t in [-3.2, 3.2]
+    t = np.arange(-3.2, 3.2 + h / 2, h)
+    u = 0.5 * math.pi * np.sinh(t)
+    ts_x = np.tanh(u)
+    ts_w = h * 0.5 * math.pi * np.cosh(t) / np.cosh(u) ** 2
+    # distance of each node from the nearer end, accurate near the ends: 1 - |tanh u|
+    ts_gap = 2.0 / (np.exp(2.0 * np.abs(u)) + 1.0)
+    keep = ts_gap > 0
+    # exp-sinh on (0, inf): x = exp(pi/2 sinh t), t in [-4.5, 3.6]
+    te = np.arange(-4.5, 3.6 + h / 2, h)
+    ue = 0.5 * math.pi * np.sinh(te)
+    es_logx = ue
+    es_logw = np.log(h * 0.5 * math.pi * np.cosh(te)) + ue
+    return ts_x[keep], np.log(ts_w[keep]), ts_gap[keep], es_logx, es_logw
+
+
+def _nodes(P, Q, level):
+    """Nodes (..., n) and log-weights (..., n) covering supp P ∩ supp Q."""
+    ts_x, ts_lw, ts_gap, es_logx, es_lw = _rules(level)
+    lower = max(P.lower, Q.lower)
+    upper = min(P.upper, Q.upper)
+    dtype = jnp.result_type(P.dtype, Q.dtype)
+    pts = jnp.concatenate(
+        [
+            jnp.broadcast_to(P._quad_points(), P.batch_shape + P._quad_points().shape[-1:]),
+            jnp.broadcast_to(Q._quad_points(), Q.batch_shape + Q._quad_points().shape[-1:]),
+        ]
+        if P.batch_shape == Q.batch_shape
+        else _broadcast_pts(P, Q),
+        -1,
+    ).astype(dtype)
+    pts = jnp.sort(jnp.clip(pts, lower, upper), axis=-1)
+    scale = jnp.minimum(P._quad_scale(), Q._quad_scale())[..., None].astype(dtype)
+    xs, lws = [], []
+    # finite pieces between consecutive points
+    left = pts[..., :-1, None]
+    right = pts[..., 1:, None]
+    half = 0.5 * (right - left)
+    mid = 0.5 * (right + left)
+    ts_x = jnp.asarray(ts_x, dtype)
+    gap = jnp.asarray(ts_gap, dtype)
+    x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
+    x = jnp.where(ts_x == 0, mid, x)
+    lw = jnp.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
+    lw = jnp.where(half > 0, lw, -jnp.inf)
+    xs.append(x.reshape(x.shape[:-2] + (-1,)))
+    lws.append(lw.reshape(lw.shape[:-2] + (-1,)))
+    ex = jnp.exp(jnp.asarray(es_logx, dtype))
+    elw = jnp.asarray(es_lw, dtype) + jnp.log(scale)
+    first, last = pts[..., :1], pts[..., -1:]
+    if math.isinf(upper):
+        xs.append(last + scale * ex)
+        lws.append(jnp.broadcast_to(elw, last.shape[:-1] + ex.shape))
+    else:
+        x, lw = _finite(last, jnp.full_like(last, upper), ts_x, gap, ts_lw, dtype)
+        xs.append(x)
+        lws.append(lw)
+    if math.isinf(lower):
+        xs.append(first - scale * ex)
+        lws.append(jnp.broadcast_to(elw, first.shape[:-1] + ex.shape))
+    else:
+        x, lw = _finite(jnp.full_like(first, lower), first, ts_x, gap, ts_lw, dtype)
+        xs.append(x)
+        lws.append(lw)
+    shape = jnp.broadcast_shapes(*(x.shape[:-1] for x in xs))
+    xs = [jnp.broadcast_to(x, shape + x.shape[-1:]) for x in xs]
+    lws = [jnp.broadcast_to(lw, shape + lw.shape[-1:]) for lw in lws]
+    return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), lower >= upper
+
+
+def _finite(left, right, ts_x, gap, ts_lw, dtype):
+    half = 0.5 * (right - left)
+    x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
+    lw = jnp.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
+    lw = jnp.where(half > 0, lw, -jnp.inf)
+    return x, lw
+
+
+def _broadcast_pts(P, Q):
+    shape = tuple(np.broadcast_shapes(P.batch_shape, Q.batch_shape))
+    pp, qp = P._quad_points(), Q._quad_points()
+    return [
+        jnp.broadcast_to(pp, shape + pp.shape[-1:]),
+        jnp.broadcast_to(qp, shape + qp.shape[-1:]),
+    ]
+
+
+def _log_probs(P, Q, level):
+    x, lw, disjoint = _nodes(P, Q, level)
+    lp = P.log_prob(x)
+    lq = Q.log_prob(x)
+    lp = jnp.where(jnp.isnan(lp), -jnp.inf, lp)
+    lq = jnp.where(jnp.isnan(lq), -jnp.inf, lq)
+    return lw, lp, lq, disjoint
+
+
+def log_bc(P, Q, a, *, level=DEFAULT_LEVEL):
+    lw, lp, lq, disjoint = _log_probs(P, Q, level)
+    if disjoint:
+        return jnp.full(jnp.shape(lw)[:-1], -jnp.inf)
+    a_ = jnp.asarray(a)[..., None]
+    direct = logsumexp(lw + cat.exponent(a_, lp, lq), axis=-1)
+    inside = (a_ >= 0) & (a_ <= 1)
+    deficit = cat.deficit_sum(jnp.where(inside, a_, 0.5), lp, lq, weights=jnp.exp(lw))
+    return cat.combine(a, direct, deficit)
+
+
+def kl(P, Q, *, level=DEFAULT_LEVEL):
+    lw, lp, lq, disjoint = _log_probs(P, Q, level)
+    has_p = lp > -jnp.inf
+    has_q = lq > -jnp.inf
+    p, q = jnp.exp(lp), jnp.exp(lq)
+    l = jnp.where(has_p & has_q, lp - lq, 0.0)
+    from jaxdp import _special as sp
+
+    small = jnp.abs(l) <= 1.0
+    term = jnp.where(small, p * sp.phi(-jnp.where(small, l, 0.0)), q - p + p * l)
+    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), 0.0)
+    # mass of P outside supp Q makes KL infinite even if no node lands there
+    out = jnp.sum(jnp.exp(lw) * term, axis=-1)
+    if disjoint:
+        return jnp.full(out.shape, jnp.inf)
+    return out
+
+
+def tv(P, Q, *, level=DEFAULT_LEVEL):
+    lw, lp, lq, disjoint = _log_probs(P, Q, level)
+    both = jnp.isfinite(lp) & jnp.isfinite(lq)
+    diff = jnp.where(
+        both,
+        jnp.exp(jnp.minimum(lp, lq)) * jnp.expm1(jnp.abs(jnp.where(both, lp - lq, 0.0))),
+        jnp.exp(jnp.maximum(lp, lq)),
+    )
+    out = 0.5 * jnp.sum(jnp.exp(lw) * diff, axis=-1)
+    if disjoint:
+        return jnp.ones(out.shape)
+    return out
