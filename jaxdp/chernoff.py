@@ -33,8 +33,8 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
-from jaxdp.coefficient import check_pair, raw_log_bc
-from jaxdp.distributions import Distribution
+from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
+from jaxdp.distributions import Distribution, Product
 
 __all__ = ["ChernoffResult", "chernoff"]
 
@@ -61,7 +61,19 @@ class ChernoffResult(NamedTuple):
 
 
 def _derivs(P, Q, a):
-    """``(log C_a, d/da, d2/da2)`` elementwise, by nested forward mode."""
+    """``(log C_a, d/da, d2/da2)`` elementwise.
+
+    A kernel module may provide ``log_bc_derivs(P, Q, a)`` (hand-written derivatives, tested
+    equal to autodiff); otherwise nested forward-mode autodiff of ``log_bc`` is used.
+    """
+    if isinstance(P, Product):
+        parts = [_derivs(p, q, a) for p, q in zip(P.components, Q.components, strict=True)]
+        return tuple(
+            sum(n * part[i] for n, part in zip(P.counts, parts, strict=True)) for i in range(3)
+        )
+    kernel = kernel_for(P, Q)
+    if hasattr(kernel, "log_bc_derivs"):
+        return kernel.log_bc_derivs(P, Q, a)
     ones = jnp.ones_like(a)
 
     def first(a):

@@ -1,4 +1,5 @@
-r"""Gaussian pair :math:`P = \mathcal N(\mu_1, \sigma_1^2)`, :math:`Q = \mathcal N(\mu_2, \sigma_2^2)`.
+r"""Gaussian pair :math:`P = \mathcal N(\mu_1, \sigma_1^2)`, :math:`Q = \mathcal N(\mu_2,
+\sigma_2^2)`.
 
 .. math::
 

@@ -1,0 +1,109 @@
+r"""DP mechanisms as neighbouring output pairs :math:`(P, Q)`.
+
+Each constructor returns the output distributions of a mechanism on two neighbouring inputs
+(the worst-case pair for the usual sensitivity definition), as jaxdp distributions; array
+arguments give a batch (elementwise broadcasting).
+
+* :func:`laplace` — :math:`\mathrm{Lap}(0, b)` vs :math:`\mathrm{Lap}(\Delta, b)`,
+  :math:`b = \Delta/\varepsilon` (Definition 8, eq. (33)).
+* :func:`gaussian` — :math:`\mathcal N(0,\sigma^2)` vs :math:`\mathcal N(\Delta,\sigma^2)`.
+* :func:`randomized_response` — k-ary randomized response, rows for inputs 0 and 1.
+* :func:`geometric` — discrete Laplace (two-sided geometric) with :math:`b = \Delta/\varepsilon`.
+* :func:`adversarial_laplace` — the paper's Section V alteration: :math:`\mathrm{Lap}(0, b)`
+  vs :math:`\mathrm{Lap}(\text{shift}, \theta b)`, :math:`b = \Delta/\varepsilon`.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from jaxdp import _checks
+from jaxdp.distributions import Categorical, DiscreteLaplace, Gaussian, Laplace
+
+__all__ = ["adversarial_laplace", "gaussian", "geometric", "laplace", "randomized_response"]
+
+
+def laplace(sensitivity=1.0, *, epsilon=None, scale=None):
+    r"""Laplace mechanism pair :math:`(\mathrm{Lap}(0, b), \mathrm{Lap}(\Delta, b))`.
+
+    Give exactly one of ``epsilon`` (then :math:`b = \Delta/\varepsilon`) or ``scale``
+    (:math:`b`). The pair is :math:`\varepsilon`-DP with :math:`\varepsilon = \Delta/b`.
+    """
+    if (epsilon is None) == (scale is None):
+        raise ValueError("laplace: give exactly one of epsilon or scale")
+    (s,) = _checks.as_inexact(sensitivity)
+    _checks.check_positive("sensitivity", s)
+    if epsilon is not None:
+        (epsilon,) = _checks.as_inexact(epsilon)
+        _checks.check_positive("epsilon", epsilon)
+        b = s / epsilon
+    else:
+        (b,) = _checks.as_inexact(scale)
+        _checks.check_positive("scale", b)
+    zero = jnp.zeros_like(s * b)
+    return Laplace(zero, b), Laplace(zero + s, b)
+
+
+def gaussian(sensitivity=1.0, *, sigma):
+    r"""Gaussian mechanism pair :math:`(\mathcal N(0,\sigma^2), \mathcal N(\Delta,\sigma^2))`."""
+    (s,) = _checks.as_inexact(sensitivity)
+    (sigma,) = _checks.as_inexact(sigma)
+    _checks.check_positive("sensitivity", s)
+    _checks.check_positive("sigma", sigma)
+    zero = jnp.zeros_like(s * sigma)
+    return Gaussian(zero, sigma), Gaussian(zero + s, sigma)
+
+
+def randomized_response(epsilon, k: int = 2):
+    r"""k-ary randomized response: report the true value w.p. :math:`e^\varepsilon/(e^\varepsilon
+    + k - 1)`, each other value w.p. :math:`1/(e^\varepsilon + k - 1)`.
+
+    Returns the rows for inputs 0 and 1 as :class:`~jaxdp.Categorical` (last axis ``k``).
+    Built in log space, so ``epsilon`` up to ~700 (float64) is exact.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+        raise ValueError(f"k must be an integer >= 2, got {k!r}")
+    (eps,) = _checks.as_inexact(epsilon)
+    _checks.check_positive("epsilon", eps)
+    e = eps[..., None]
+    log_norm = jnp.log1p((k - 1) * jnp.exp(-e))  # log((e^eps + k - 1) / e^eps)
+    own = -log_norm
+    other = -e - log_norm
+    idx = jnp.arange(k)
+    lp = jnp.where(idx == 0, own, other)
+    lq = jnp.where(idx == 1, own, other)
+    return Categorical.from_log_probs(lp), Categorical.from_log_probs(lq)
+
+
+def geometric(sensitivity=1, *, epsilon):
+    r"""Geometric mechanism pair: :class:`~jaxdp.DiscreteLaplace` at 0 and at
+    :math:`\Delta` (an integer) with scale :math:`b = \Delta/\varepsilon`."""
+    (s,) = _checks.as_inexact(sensitivity)
+    _checks.check_positive("sensitivity", s)
+    _checks.check_integer("sensitivity", s)
+    (eps,) = _checks.as_inexact(epsilon)
+    _checks.check_positive("epsilon", eps)
+    b = s / eps
+    zero = jnp.zeros_like(b)
+    return DiscreteLaplace(zero, b), DiscreteLaplace(zero + s, b)
+
+
+def adversarial_laplace(epsilon, *, sensitivity=1.0, shift, theta):
+    r"""The paper's Section V pair: :math:`\mathrm{Lap}(0, b)` vs
+    :math:`\mathrm{Lap}(\text{shift}, \theta b)`, :math:`b = \Delta/\varepsilon`.
+
+    ``shift`` is the change of the query output caused by the adversary's record (the
+    paper's :math:`\Delta\mu`, in absolute units; Figure 3 uses multiples of the
+    sensitivity) and ``theta`` the ratio of scales after the attack (eqs. (34)-(35)).
+    """
+    (eps,) = _checks.as_inexact(epsilon)
+    (s,) = _checks.as_inexact(sensitivity)
+    (shift,) = _checks.as_inexact(shift)
+    (theta,) = _checks.as_inexact(theta)
+    _checks.check_positive("epsilon", eps)
+    _checks.check_positive("sensitivity", s)
+    _checks.check_finite("shift", shift)
+    _checks.check_positive("theta", theta)
+    b = s / eps
+    zero = jnp.zeros_like(b * shift * theta)
+    return Laplace(zero, b + zero), Laplace(zero + shift, theta * b)
