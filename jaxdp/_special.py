@@ -146,7 +146,7 @@ def mixture_gap(a, rho):
     return jnp.where(small, series, jnp.where(a <= 0.5, low, high))
 
 
-def amgm_gap(a, l):
+def amgm_gap(a, l, b=None):
     r"""Stable :math:`G(a, \ell) = a e^{\ell} + (1 - a) - e^{a\ell}` for :math:`\ell \le 0`.
 
     :math:`G \ge 0` for :math:`a \in [0, 1]` (weighted AM-GM). It is the per-point deficit in
@@ -155,10 +155,12 @@ def amgm_gap(a, l):
 
     For :math:`|\ell| \le 1` the series :math:`a(1-a)\sum_{n\ge2} (1 + a + \dots + a^{n-2})
     \ell^n/n!` is used (no cancellation); for :math:`\ell < -1` the form adapted to the side
-    of :math:`a = 1/2`.
+    of :math:`a = 1/2`. ``b`` is :math:`1 - a` when the caller knows it more accurately than
+    ``1 - a`` would give (e.g. :math:`a` just below 1).
     """
     a = jnp.asarray(a)
     l = jnp.asarray(l)
+    b = 1.0 - a if b is None else jnp.asarray(b)
     small = l >= -1.0
     ls = jnp.where(small, l, 0.0)
     # sum_{n>=2} S_{n-1}(a) l^n / n!, S_m(a) = 1 + a + ... + a^(m-1), by Horner in l.
@@ -170,7 +172,7 @@ def amgm_gap(a, l):
     acc = jnp.zeros_like(a * ls)
     for n in range(n_terms + 1, 1, -1):
         acc = acc * ls + s[n - 1] / math.factorial(n)
-    series = a * (1.0 - a) * ls * ls * acc
+    series = a * b * ls * ls * acc
     ll = jnp.where(small, -2.0, l)
     finite = jnp.isfinite(ll)
     lf = jnp.where(finite, ll, -2.0)
@@ -178,7 +180,6 @@ def amgm_gap(a, l):
     # a <= 1/2: a phi(l) - phi(a l). a > 1/2 (b = 1 - a, L = -l): e^{-L} [b phi(L) - phi(bL)],
     # the second factor kept as e^{-L} phi(bL) (no cancellation when b is tiny) unless bL is
     # so large that phi(bL) would overflow, where the plain difference is harmless.
-    b = 1.0 - a
     e = jnp.exp(-big_l)
     low = a * phi(lf) - phi(a * lf)
     bl = b * big_l
@@ -190,7 +191,7 @@ def amgm_gap(a, l):
     )
     high = b * (-jnp.expm1(-big_l) - big_l * e) - e_phi_bl
     large = jnp.where(a <= 0.5, low, high)
-    large = jnp.where(finite, large, 1.0 - a)
+    large = jnp.where(finite, large, b)
     return jnp.where(small, series, large)
 
 

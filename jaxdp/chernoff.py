@@ -26,6 +26,7 @@ function theorem on :math:`f'(\alpha^*) = 0`,
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -60,43 +61,65 @@ class ChernoffResult(NamedTuple):
     iterations: jax.Array
 
 
-def _derivs(P, Q, a):
-    """``(log C_a, d/da, d2/da2)`` elementwise.
+def _setup(P, Q):
+    """Per-pair constants for :func:`_grad2` (hoisted out of the solver loop)."""
+    if isinstance(P, Product):
+        return tuple(_setup(p, q) for p, q in zip(P.components, Q.components, strict=True))
+    kernel = kernel_for(P, Q)
+    if hasattr(kernel, "derivs_setup"):
+        return kernel.derivs_setup(P, Q)
+    return (P, Q)
 
-    A kernel module may provide ``log_bc_derivs(P, Q, a)`` (hand-written derivatives, tested
-    equal to autodiff); otherwise nested forward-mode autodiff of ``log_bc`` is used.
+
+def _grad2(P, Q, consts, a):
+    """``(d/da, d2/da2)`` of ``log C_a``, elementwise.
+
+    A kernel module may provide ``derivs_setup``/``derivs`` (hand-written derivatives,
+    tested equal to autodiff); otherwise nested forward-mode autodiff of ``log_bc``.
     """
     if isinstance(P, Product):
-        parts = [_derivs(p, q, a) for p, q in zip(P.components, Q.components, strict=True)]
-        return tuple(
-            sum(n * part[i] for n, part in zip(P.counts, parts, strict=True)) for i in range(3)
-        )
+        d1 = d2 = 0.0
+        for (p, n), q, c in zip(P._items(), Q.components, consts, strict=True):
+            e1, e2 = _grad2(p, q, c, a)
+            d1, d2 = d1 + n * e1, d2 + n * e2
+        return d1, d2
     kernel = kernel_for(P, Q)
-    if hasattr(kernel, "log_bc_derivs"):
-        return kernel.log_bc_derivs(P, Q, a)
+    if hasattr(kernel, "derivs"):
+        return kernel.derivs(consts, a)
+    P, Q = consts
     ones = jnp.ones_like(a)
 
     def first(a):
-        return jax.jvp(lambda t: raw_log_bc(P, Q, t), (a,), (ones,))
+        return jax.jvp(lambda t: raw_log_bc(P, Q, t), (a,), (ones,))[1]
 
-    (v, d1), (_, d2) = jax.jvp(first, (a,), (ones,))
-    return v, d1, d2
+    return jax.jvp(first, (a,), (ones,))
+
+
+def _endpoints(P, Q, consts, shape, dtype):
+    """Derivative of ``log C`` at 0, 1 and 1/2 in one evaluation."""
+    a = jnp.broadcast_to(
+        jnp.asarray([0.0, 1.0, 0.5], dtype).reshape((3,) + (1,) * len(shape)), (3, *shape)
+    )
+    d1, d2 = _grad2(P, Q, consts, a)
+    d1 = jnp.broadcast_to(d1, (3, *shape))
+    d2 = jnp.broadcast_to(d2, (3, *shape))
+    return d1[0], d1[1], d1[2], d2[2]
 
 
 def _newton(P, Q, shape, dtype, max_steps):
     eps = jnp.finfo(dtype).eps
-    zeros = jnp.zeros(shape, dtype)
-    _, d0, _ = _derivs(P, Q, zeros)
-    _, d1, _ = _derivs(P, Q, zeros + 1)
-    # f' = -d log C / da
+    consts = _setup(P, Q)
+    d0, d1, g_half, h_half = _endpoints(P, Q, consts, shape, dtype)
+    # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
     at0 = -d0 < 0
     at1 = -d1 > 0
+    zeros = jnp.zeros(shape, dtype)
     a = zeros + 0.5
-    v, g1, g2 = _derivs(P, Q, a)
-    g, h = -g1, -g2
+    g, h = -g_half, -h_half
     lo, hi = zeros, zeros + 1
-    disjoint = v == -jnp.inf
-    done = at0 | at1 | disjoint | (g == 0) | jnp.isnan(v)
+    undefined = jnp.isnan(g)  # disjoint supports (or invalid parameters under jit)
+    done = at0 | at1 | undefined | (g == 0)
+    tol = 0.1 * jnp.sqrt(eps)
     state = (a, g, h, lo, hi, done, jnp.zeros(shape, jnp.int32))
 
     def cond(state):
@@ -104,17 +127,18 @@ def _newton(P, Q, shape, dtype, max_steps):
 
     def body(state):
         a, g, h, lo, hi, done, it = state
-        step = -g / h
-        cand = a + step
-        ok = (h < 0) & jnp.isfinite(cand) & (cand > lo) & (cand < hi)
-        new = jnp.where(ok, cand, 0.5 * (lo + hi))
+        cand = a - g / h
+        newton = (h < 0) & jnp.isfinite(cand) & (cand >= lo) & (cand <= hi)
+        new = jnp.where(newton, cand, 0.5 * (lo + hi))
         new = jnp.where(done, a, new)
-        _, n1, n2 = _derivs(P, Q, new)
+        n1, n2 = _grad2(P, Q, consts, new)
         ng, nh = -n1, -n2
         lo = jnp.where(done | (ng < 0), lo, new)
         hi = jnp.where(done | (ng > 0), hi, new)
-        moved = jnp.abs(new - a)
-        finished = (moved <= 16 * eps * jnp.maximum(new, 1e-3)) | (ng == 0) | (hi - lo <= 4 * eps)
+        # After a Newton step of size s the error is O(s^2): stop once s < sqrt(eps)/10.
+        finished = (
+            (newton & (jnp.abs(new - a) <= tol)) | (ng == 0) | (hi - lo <= 4 * eps) | jnp.isnan(ng)
+        )
         it = jnp.where(done, it, it + 1)
         a = jnp.where(done, a, new)
         g = jnp.where(done, g, ng)
@@ -124,14 +148,12 @@ def _newton(P, Q, shape, dtype, max_steps):
     a, g, h, lo, hi, done, it = lax.while_loop(cond, body, state)
     a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, a))
     g = jnp.where(at0, -d0, jnp.where(at1, -d1, g))
-    g = jnp.where(disjoint, 0.0, g)
-    return a, g, done & ~jnp.isnan(g), it
+    return a, g, done, it
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):
-    zeros = jnp.zeros(shape, dtype)
-    _, d0, _ = _derivs(P, Q, zeros)
-    _, d1, _ = _derivs(P, Q, zeros + 1)
+    consts = _setup(P, Q)
+    d0, d1, _, _ = _endpoints(P, Q, consts, shape, dtype)
     at0, at1 = d0 > 0, d1 < 0
 
     def objective(z):
@@ -154,15 +176,13 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
         z = optax.apply_updates(z, updates)
         return z, opt_state, it + 1, jnp.max(jnp.abs(grad))
 
-    z0 = zeros
+    z0 = jnp.zeros(shape, dtype)
     z, _, it, _ = lax.while_loop(cond, body, (z0, opt.init(z0), 0, jnp.asarray(jnp.inf, dtype)))
     a = jax.nn.sigmoid(z)
-    v, g1, _ = _derivs(P, Q, a)
+    g1, _ = _grad2(P, Q, consts, a)
     a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, a))
     g = jnp.where(at0, -d0, jnp.where(at1, -d1, -g1))
-    disjoint = v == -jnp.inf
-    g = jnp.where(disjoint, 0.0, g)
-    converged = (jnp.abs(g) <= 1e-6) | at0 | at1 | disjoint
+    converged = (jnp.abs(g) <= 1e-6) | at0 | at1
     return a, g, converged, jnp.full(shape, it, jnp.int32)
 
 
@@ -190,18 +210,27 @@ def chernoff(
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     check_pair(P, Q)
+    return _chernoff(P, Q, method, max_steps)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _chernoff(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     Ps, Qs = lax.stop_gradient(P), lax.stop_gradient(Q)
     a_star, deriv, converged, iterations = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
     a_star = lax.stop_gradient(a_star.astype(dtype))
     # Envelope theorem: no gradient flows through a_star.
-    information = -raw_log_bc(P, Q, a_star)
-    information = jnp.broadcast_to(information, shape)
+    information = jnp.broadcast_to(-raw_log_bc(P, Q, a_star), shape)
+    # Disjoint supports: information +inf at any alpha; report alpha = 1/2, certificate 0.
+    disjoint = information == jnp.inf
+    a_star = jnp.where(disjoint, 0.5, a_star)
+    deriv = jnp.where(disjoint, 0.0, deriv)
+    converged = (converged | disjoint) & ~jnp.isnan(information)
     # Implicit function theorem for alpha: value a_star, tangent -(d f'/d theta)/f''.
-    interior = (a_star > 0) & (a_star < 1)
-    _, d1, d2 = _derivs(P, Q, a_star)
-    curvature = lax.stop_gradient(d2)  # f'' = -d2 (< 0), so -(df')/f'' = -(d d1)/d2
+    interior = (a_star > 0) & (a_star < 1) & ~disjoint
+    d1, d2 = _grad2(P, Q, _setup(P, Q), a_star)
+    curvature = lax.stop_gradient(d2)
     safe = interior & (curvature != 0) & jnp.isfinite(curvature)
     correction = (d1 - lax.stop_gradient(d1)) / jnp.where(safe, curvature, 1.0)
     alpha = a_star - jnp.where(safe, correction, 0.0)

@@ -8,6 +8,7 @@ are used: :math:`C_0 = Q(\mathrm{supp}\,P)`, :math:`C_1 = P(\mathrm{supp}\,Q)`.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 
 from jaxdp import _checks
@@ -103,6 +104,12 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
     (alpha,) = _checks.as_inexact(alpha)
     _checks.check_unit_interval("alpha", alpha)
     check_pair(P, Q, alpha.shape)
+    return _log_bc(P, Q, alpha)
+
+
+@jax.jit
+def _log_bc(P, Q, alpha):
+    # One compiled kernel per pair structure and shape, also when called eagerly.
     inside = (alpha >= 0) & (alpha <= 1)
     out = raw_log_bc(P, Q, jnp.where(inside, alpha, 0.5))
     return jnp.where(inside, out, jnp.nan)

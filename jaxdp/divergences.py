@@ -6,6 +6,7 @@ unitless), with ``+inf`` where the math says so (e.g. KL when :math:`P \not\ll Q
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -27,6 +28,7 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
     return _kl(P, Q)
 
 
+@jax.jit
 def _kl(P, Q):
     if isinstance(P, Product):
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
@@ -44,6 +46,11 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     (order,) = _checks.as_inexact(order)
     _checks.check_positive("order", order)
     check_pair(P, Q, order.shape)
+    return _renyi(P, Q, order)
+
+
+@jax.jit
+def _renyi(P, Q, order):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
     value = raw_log_bc(P, Q, safe) / (safe - 1.0)
@@ -53,14 +60,19 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
 def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
     r"""Bhattacharyya distance :math:`-\log C_{1/2}(P,Q)` (Chernoff's objective at 1/2)."""
     check_pair(P, Q)
-    return -raw_log_bc(P, Q, jnp.asarray(0.5, P.dtype))
+    return -_half(P, Q)
+
+
+@jax.jit
+def _half(P, Q):
+    return raw_log_bc(P, Q, jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype)))
 
 
 def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:
     r"""Hellinger distance :math:`H = \sqrt{1 - C_{1/2}}` (so :math:`H^2 = \tfrac12\int
     (\sqrt p - \sqrt q)^2`), in :math:`[0, 1]`."""
     check_pair(P, Q)
-    return jnp.sqrt(-jnp.expm1(raw_log_bc(P, Q, jnp.asarray(0.5, P.dtype))))
+    return jnp.sqrt(-jnp.expm1(_half(P, Q)))
 
 
 def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
@@ -73,7 +85,7 @@ def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
     of continuous mechanisms see :mod:`jaxdp.membership`.
     """
     check_pair(P, Q)
-    return _tv(P, Q)
+    return _tv_jit(P, Q)
 
 
 def _joint_categorical(P: Product) -> Categorical:
@@ -91,6 +103,11 @@ def _joint_categorical(P: Product) -> Categorical:
     obj = object.__new__(Categorical)
     obj._set(log_probs=lp)
     return obj
+
+
+@jax.jit
+def _tv_jit(P, Q):
+    return _tv(P, Q)
 
 
 def _tv(P, Q):

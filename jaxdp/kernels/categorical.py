@@ -30,8 +30,9 @@ def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
     l_safe = jnp.where(both, l, jnp.where(jnp.isfinite(lp), jnp.inf, -jnp.inf))
     l_neg = jnp.where(pos, -l_safe, l_safe)  # <= 0 (or -inf)
     a_eff = jnp.where(pos, 1.0 - a, a)
+    b_eff = jnp.where(pos, a, 1.0 - a)
     w = jnp.exp(jnp.where(pos, lp, lq))
-    term = w * sp.amgm_gap(a_eff, l_neg)
+    term = w * sp.amgm_gap(a_eff, l_neg, b_eff)
     if weights is not None:
         term = term * weights
     return jnp.sum(term, axis=axis)

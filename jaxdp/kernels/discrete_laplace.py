@@ -54,7 +54,7 @@ def _stable(b1, b2, delta, a):
 def _direct(b1, b2, delta, a):
     l1, l2 = a / b1, (1.0 - a) / b2
     s = 0.5 * (l1 + l2)
-    converges = s > 0
+    converges = ~(s <= 0)
     ss = jnp.where(converges, s, 1.0)
     lo = jnp.minimum(l1, l2)
     dl = jnp.abs(l1 - l2)

@@ -30,7 +30,7 @@ def log_bc(P, Q, a):
     delta = Q.loc - P.loc
     rho = 2.0 * sp.log_ratio(s2, s1)
     var_a = a * s2 * s2 + (1.0 - a) * s1 * s1
-    converges = var_a > 0  # only an issue for a > 1
+    converges = ~(var_a <= 0)  # only an issue for a > 1; NaN propagates
     safe_var = jnp.where(converges, var_a, 1.0)
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     value = -0.5 * gap - a * (1.0 - a) * delta * delta / (2.0 * safe_var)
@@ -91,3 +91,28 @@ def tv(P, Q):
         w = ys * (s2 - s1) / s2 + dn  # y - z
         total = total + jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0)
     return total
+
+
+def derivs_setup(P, Q):
+    """Per-pair constants for :func:`derivs` (hoisted out of the Newton loop)."""
+    s1, s2 = P.scale, Q.scale
+    delta = Q.loc - P.loc
+    rho = 2.0 * sp.log_ratio(s2, s1)
+    return rho, jnp.expm1(rho), sp.phi(rho), delta * delta / (2.0 * s1 * s1)
+
+
+def derivs(consts, a):
+    r"""First and second :math:`\alpha`-derivatives of :math:`\log C_\alpha`, hand-written.
+
+    :math:`\log C = -g/2 - c\,a(1-a)/(1 + aK)` with :math:`c = \Delta^2/(2\sigma_1^2)`,
+    :math:`K = \sigma_2^2/\sigma_1^2 - 1`; rational in :math:`a` (no transcendental per
+    Newton step): :math:`T' = c(1 - 2a - a^2K)/(1+aK)^2`, :math:`T'' = -2c(1+K)/(1+aK)^3`.
+    """
+    rho, k, phr, c = consts
+    den = 1.0 + a * k
+    inv = 1.0 / den
+    g1 = (phr - a * rho * k) * inv
+    g2 = -jnp.square(k * inv)
+    t1 = c * (1.0 - 2.0 * a - a * a * k) * inv * inv
+    t2 = -2.0 * c * (1.0 + k) * inv * inv * inv
+    return -0.5 * g1 - t1, -0.5 * g2 - t2

@@ -1,0 +1,233 @@
+"""Independent high-precision references (mpmath) shared by the core tests.
+
+Everything here integrates or sums the definitions directly at 60 digits, with breakpoints
+at the kinks; nothing reuses jaxdp's closed forms.
+"""
+
+from __future__ import annotations
+
+import mpmath as mp
+
+DPS = 60
+
+
+def _lap_logpdf(x, m, b):
+    return -abs(x - m) / b - mp.log(2 * b)
+
+
+def _gau_logpdf(x, m, s):
+    return -((x - m) ** 2) / (2 * s * s) - mp.log(s) - mp.log(2 * mp.pi) / 2
+
+
+def _split_points(m1, s1, m2, s2):
+    pts = sorted({m1, m2})
+    extra = []
+    for m, s in ((m1, s1), (m2, s2)):
+        for k in (1, 5, 20, 80):
+            extra += [m - k * s, m + k * s]
+    return sorted(set(pts + extra))
+
+
+def log_bc_continuous(logpdf_p, logpdf_q, pts, a):
+    with mp.workdps(DPS):
+        a = mp.mpf(a)
+
+        def f(x):
+            return mp.exp(a * logpdf_p(x) + (1 - a) * logpdf_q(x))
+
+        return mp.log(mp.quad(f, [-mp.inf, *pts, mp.inf]))
+
+
+def lap_log_bc(m1, b1, m2, b2, a):
+    m1, b1, m2, b2 = map(mp.mpf, (m1, b1, m2, b2))
+    return log_bc_continuous(
+        lambda x: _lap_logpdf(x, m1, b1),
+        lambda x: _lap_logpdf(x, m2, b2),
+        _split_points(m1, b1, m2, b2),
+        a,
+    )
+
+
+def gau_log_bc(m1, s1, m2, s2, a):
+    m1, s1, m2, s2 = map(mp.mpf, (m1, s1, m2, s2))
+    return log_bc_continuous(
+        lambda x: _gau_logpdf(x, m1, s1),
+        lambda x: _gau_logpdf(x, m2, s2),
+        _split_points(m1, s1, m2, s2),
+        a,
+    )
+
+
+def lap_gau_log_bc(m1, b1, m2, s2, a):
+    m1, b1, m2, s2 = map(mp.mpf, (m1, b1, m2, s2))
+    return log_bc_continuous(
+        lambda x: _lap_logpdf(x, m1, b1),
+        lambda x: _gau_logpdf(x, m2, s2),
+        _split_points(m1, b1, m2, s2),
+        a,
+    )
+
+
+def dl_log_bc(m1, b1, m2, b2, a):
+    """Discrete Laplace: explicit terms over a window plus exact geometric tails."""
+    with mp.workdps(DPS):
+        b1, b2, a = mp.mpf(b1), mp.mpf(b2), mp.mpf(a)
+        c1, c2 = mp.tanh(1 / (2 * b1)), mp.tanh(1 / (2 * b2))
+        lo, hi = min(m1, m2), max(m1, m2)
+        l1, l2 = a / b1, (1 - a) / b2
+
+        def term(k):
+            return c1**a * c2 ** (1 - a) * mp.exp(-l1 * abs(k - m1) - l2 * abs(k - m2))
+
+        total = mp.fsum(term(k) for k in range(int(lo), int(hi) + 1))
+        r = mp.exp(-(l1 + l2))  # ratio of consecutive terms in both tails
+        total += term(int(lo) - 1) / (1 - r) + term(int(hi) + 1) / (1 - r)
+        return mp.log(total)
+
+
+def cat_log_bc(p, q, a):
+    with mp.workdps(DPS):
+        a = mp.mpf(a)
+        s = mp.mpf(0)
+        # the distributions are the normalised vectors (float inputs sum to 1 only to ~1e-16)
+        sp_, sq_ = mp.fsum(map(mp.mpf, p)), mp.fsum(map(mp.mpf, q))
+        for pi, qi in zip(p, q, strict=True):
+            pi, qi = mp.mpf(pi) / sp_, mp.mpf(qi) / sq_
+            if pi == 0 or qi == 0:
+                continue  # one-sided limits at a in {0, 1}
+            s += pi**a * qi ** (1 - a)
+        return mp.log(s) if s > 0 else -mp.inf
+
+
+def maximise(f, lo=0, hi=1):
+    """Max of a concave function on [lo, hi] to ~30 digits: golden search + findroot."""
+    with mp.workdps(DPS):
+        lo, hi = mp.mpf(lo), mp.mpf(hi)
+        g = (mp.sqrt(5) - 1) / 2
+        a, b = lo, hi
+        c, d = b - g * (b - a), a + g * (b - a)
+        fc, fd = f(c), f(d)
+        for _ in range(120):
+            if fc > fd:
+                b, d, fd = d, c, fc
+                c = b - g * (b - a)
+                fc = f(c)
+            else:
+                a, c, fc = c, d, fd
+                d = a + g * (b - a)
+                fd = f(d)
+        x = (a + b) / 2
+        if lo < x - mp.mpf(10) ** -8 and x + mp.mpf(10) ** -8 < hi:
+            try:
+                x = mp.findroot(lambda t: mp.diff(f, t), x, tol=mp.mpf(10) ** -30)
+            except (ValueError, ZeroDivisionError):
+                pass
+        best = max([(f(x), x), (f(lo), lo), (f(hi), hi)], key=lambda t: t[0])
+        return best[0], best[1]
+
+
+def chernoff(log_bc, *args):
+    """(information, alpha*) for a log_bc(*args, a) reference."""
+    val, x = maximise(lambda a: -log_bc(*args, a))
+    return val, x
+
+
+def lap_log_bc_cf(m1, b1, m2, b2, a):
+    """Textbook piecewise-exponential closed form, evaluated at 60 digits."""
+    with mp.workdps(DPS):
+        m1, b1, m2, b2, a = map(mp.mpf, (m1, b1, m2, b2, a))
+        d = abs(m2 - m1)
+        l1, l2 = a / b1, (1 - a) / b2
+        tails = (mp.exp(-l2 * d) + mp.exp(-l1 * d)) / (l1 + l2)
+        mid = d * mp.exp(-l1 * d) if l1 == l2 else (mp.exp(-l1 * d) - mp.exp(-l2 * d)) / (l2 - l1)
+        return -a * mp.log(2 * b1) - (1 - a) * mp.log(2 * b2) + mp.log(tails + mid)
+
+
+def gau_log_bc_cf(m1, s1, m2, s2, a):
+    """Textbook Gaussian closed form, evaluated at 60 digits."""
+    with mp.workdps(DPS):
+        m1, s1, m2, s2, a = map(mp.mpf, (m1, s1, m2, s2, a))
+        va = a * s2**2 + (1 - a) * s1**2
+        return ((1 - a) * mp.log(s1**2) + a * mp.log(s2**2) - mp.log(va)) / 2 - a * (1 - a) * (
+            m1 - m2
+        ) ** 2 / (2 * va)
+
+
+def lap_kl(m1, b1, m2, b2):
+    with mp.workdps(DPS):
+        m1, b1, m2, b2 = map(mp.mpf, (m1, b1, m2, b2))
+        d = abs(m2 - m1)
+        return mp.log(b2 / b1) + d / b2 + b1 / b2 * mp.exp(-d / b1) - 1
+
+
+def gau_kl(m1, s1, m2, s2):
+    with mp.workdps(DPS):
+        m1, s1, m2, s2 = map(mp.mpf, (m1, s1, m2, s2))
+        return mp.log(s2 / s1) + (s1**2 + (m1 - m2) ** 2) / (2 * s2**2) - mp.mpf(1) / 2
+
+
+def tv_continuous(logpdf_p, logpdf_q, pts):
+    """TV = 1/2 int |p - q| by quadrature split at the given points and the crossings."""
+    with mp.workdps(DPS):
+
+        def h(x):
+            return logpdf_p(x) - logpdf_q(x)
+
+        grid = sorted(set(pts))
+        roots = []
+        xs = (
+            [grid[0] - 200 * (grid[-1] - grid[0] + 1)]
+            + grid
+            + [grid[-1] + 200 * (grid[-1] - grid[0] + 1)]
+        )
+        fine = []
+        for lo, hi in zip(xs[:-1], xs[1:], strict=True):
+            fine += [lo + (hi - lo) * k / 64 for k in range(64)]
+        fine.append(xs[-1])
+        for lo, hi in zip(fine[:-1], fine[1:], strict=True):
+            if h(lo) == 0:
+                roots.append(lo)
+            elif h(lo) * h(hi) < 0:
+                roots.append(mp.findroot(h, (lo, hi), solver="anderson"))
+        cuts = sorted(set(grid + roots))
+
+        def f(x):
+            return abs(mp.exp(logpdf_p(x)) - mp.exp(logpdf_q(x)))
+
+        return mp.quad(f, [-mp.inf, *cuts, mp.inf]) / 2
+
+
+def lap_tv(m1, b1, m2, b2):
+    m1, b1, m2, b2 = map(mp.mpf, (m1, b1, m2, b2))
+    return tv_continuous(
+        lambda x: _lap_logpdf(x, m1, b1),
+        lambda x: _lap_logpdf(x, m2, b2),
+        _split_points(m1, b1, m2, b2),
+    )
+
+
+def gau_tv(m1, s1, m2, s2):
+    m1, s1, m2, s2 = map(mp.mpf, (m1, s1, m2, s2))
+    return tv_continuous(
+        lambda x: _gau_logpdf(x, m1, s1),
+        lambda x: _gau_logpdf(x, m2, s2),
+        _split_points(m1, s1, m2, s2),
+    )
+
+
+def dl_pmf_window(m, b, lo, hi):
+    with mp.workdps(DPS):
+        b = mp.mpf(b)
+        c = mp.tanh(1 / (2 * b))
+        return [c * mp.exp(-abs(k - m) / b) for k in range(lo, hi + 1)]
+
+
+def dl_kl_tv(m1, b1, m2, b2, width=4000):
+    """KL and TV of discrete Laplace pairs by summation over a wide window (+ tail bound)."""
+    with mp.workdps(DPS):
+        lo, hi = min(m1, m2) - width, max(m1, m2) + width
+        p = dl_pmf_window(m1, b1, lo, hi)
+        q = dl_pmf_window(m2, b2, lo, hi)
+        kl = mp.fsum(pi * mp.log(pi / qi) for pi, qi in zip(p, q, strict=True))
+        tv = mp.fsum(abs(pi - qi) for pi, qi in zip(p, q, strict=True)) / 2
+        return kl, tv
