@@ -6,6 +6,8 @@ at the kinks; nothing reuses jaxdp's closed forms.
 
 from __future__ import annotations
 
+import itertools
+
 import mpmath as mp
 
 DPS = 60
@@ -181,10 +183,10 @@ def tv_continuous(logpdf_p, logpdf_q, pts):
             + [grid[-1] + 200 * (grid[-1] - grid[0] + 1)]
         )
         fine = []
-        for lo, hi in zip(xs[:-1], xs[1:], strict=True):
+        for lo, hi in itertools.pairwise(xs):
             fine += [lo + (hi - lo) * k / 64 for k in range(64)]
         fine.append(xs[-1])
-        for lo, hi in zip(fine[:-1], fine[1:], strict=True):
+        for lo, hi in itertools.pairwise(fine):
             if h(lo) == 0:
                 roots.append(lo)
             elif h(lo) * h(hi) < 0:

@@ -31,7 +31,7 @@ LOCSCALE_CASES = [
 ]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _jit_log_bc():
     return jax.jit(raw_log_bc)
 
