@@ -3,6 +3,7 @@
 The public names are re-exported here explicitly; see ``__all__``.
 """
 
+from jaxdp import mechanisms
 from jaxdp.chernoff import ChernoffResult, chernoff
 from jaxdp.coefficient import log_bc
 from jaxdp.distributions import (
@@ -31,6 +32,7 @@ __all__ = [
     "hellinger",
     "kl",
     "log_bc",
+    "mechanisms",
     "renyi",
     "tv",
 ]

@@ -167,3 +167,13 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     if disjoint:
         return jnp.ones(out.shape)
     return out
+
+
+def derivs_setup(P, Q, *, level=DEFAULT_LEVEL):
+    """Nodes and log-densities, computed once per solve."""
+    return _log_probs(P, Q, level)[:3]
+
+
+def derivs(consts, a):
+    lw, lp, lq = consts
+    return cat.moment_derivs(a, lp, lq, lw)

@@ -1,0 +1,279 @@
+"""Chernoff information: values vs mpmath, identities of DESIGN.md §4, solver edge cases,
+gradients (envelope theorem and implicit function theorem) vs finite differences."""
+
+import functools
+
+import hypothesis.strategies as st
+import jax
+import jax.numpy as jnp
+import mp_refs
+import mpmath as mp
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from jax.test_util import check_grads
+
+import jaxdp as jd
+
+CASES = [
+    (0.0, 1.0, 1.0, 1.0),
+    (0.0, 1.0, 1.0, 2.0),
+    (0.0, 2.0, 3.0, 0.5),
+    (-1.0, 0.7, 4.0, 1.3),
+    (0.0, 1.0, 0.0, 1.5),
+    (0.0, 1.0, 1e-10, 1.0),
+    (0.0, 1.0, 2e-10, 1.0 + 1e-10),
+    (0.0, 1.0, 30.0, 1.3),
+    (0.0, 1e-3, 1.0, 1.0),
+    (0.0, 1.0, 1e6, 1.0),
+    (0.0, 1.0, 1.0, 1e6),
+]
+
+
+@functools.cache
+def chernoff_jit():
+    return jax.jit(jd.chernoff)
+
+
+def _batch(cls, cases):
+    arr = np.asarray(cases, dtype=np.float64)
+    return cls(arr[:, 0], arr[:, 1]), cls(arr[:, 2], arr[:, 3])
+
+
+def _rel(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    return np.abs(got - want) / np.where(want == 0, 1.0, np.abs(want))
+
+
+@pytest.mark.parametrize(
+    "cls, ref",
+    [(jd.Laplace, mp_refs.lap_log_bc_cf), (jd.Gaussian, mp_refs.gau_log_bc_cf)],
+    ids=["laplace", "gaussian"],
+)
+def test_information_and_alpha_vs_mpmath(cls, ref):
+    P, Q = _batch(cls, CASES)
+    r = chernoff_jit()(P, Q)
+    assert bool(jnp.all(r.converged))
+    for i, c in enumerate(CASES):
+        info, a = mp_refs.chernoff(ref, *c)
+        assert _rel(r.information[i], float(info)) < 1e-10, (c, r.information[i], info)
+        assert abs(float(r.alpha[i]) - float(a)) < 1e-8, (c, r.alpha[i], a)
+        assert abs(float(r.derivative[i])) <= 1e-9 * max(float(info), 1e-300) ** 0.5 + 1e-15
+
+
+def test_equal_scale_closed_forms_over_decades():
+    t = jnp.asarray(np.logspace(-10, 6, 33))
+    r = jd.chernoff(jd.Laplace(0.0, 1.0), jd.Laplace(t, 1.0))
+    with mp.workdps(60):
+        want = [float(x / 2 - mp.log1p(x / 2)) for x in map(mp.mpf, np.asarray(t))]
+    assert _rel(r.information, want).max() < 1e-12
+    np.testing.assert_allclose(r.alpha, 0.5, atol=1e-14)
+    g = jd.chernoff(jd.Gaussian(0.0, 1.0), jd.Gaussian(t, 1.0))
+    assert _rel(g.information, np.asarray(t) ** 2 / 8).max() < 1e-13
+
+
+def test_discrete_pairs_vs_mpmath():
+    cases = [(0, 1.0, 1, 1.0), (0, 1.0, 1, 2.0), (0, 3.0, 5, 0.5), (0, 1e8, 1, 1e8)]
+    P, Q = _batch(jd.DiscreteLaplace, cases)
+    r = jd.chernoff(P, Q)
+    for i, c in enumerate(cases):
+        info, a = mp_refs.chernoff(mp_refs.dl_log_bc, *c)
+        assert _rel(r.information[i], float(info)) < 1e-10
+        assert abs(float(r.alpha[i]) - float(a)) < 1e-8
+    rng = np.random.default_rng(5)
+    p = rng.dirichlet(np.ones(6), size=5)
+    q = rng.dirichlet(np.ones(6), size=5)
+    r = jd.chernoff(jd.Categorical(p), jd.Categorical(q))
+    for i in range(5):
+        info, a = mp_refs.chernoff(mp_refs.cat_log_bc, p[i], q[i])
+        assert _rel(r.information[i], float(info)) < 1e-10
+        assert abs(float(r.alpha[i]) - float(a)) < 1e-8
+
+
+def test_randomized_response_attains_log_cosh():
+    eps = jnp.asarray([1e-6, 0.1, 1.0, 5.0, 30.0])
+    P, Q = jd.mechanisms.randomized_response(eps)
+    r = jd.chernoff(P, Q)
+    with mp.workdps(60):
+        want = [float(mp.log(mp.cosh(mp.mpf(e) / 2))) for e in np.asarray(eps)]
+    assert _rel(r.information, want).max() < 1e-10
+    np.testing.assert_allclose(r.alpha, 0.5, atol=1e-12)
+
+
+def test_identical_and_disjoint_pairs():
+    r = jd.chernoff(jd.Laplace(1.0, 2.0), jd.Laplace(1.0, 2.0))
+    assert float(r.information) == 0.0 and float(r.alpha) == 0.5 and bool(r.converged)
+    r = jd.chernoff(
+        jd.Categorical(jnp.array([0.5, 0.5, 0, 0])), jd.Categorical(jnp.array([0, 0, 0.3, 0.7]))
+    )
+    assert float(r.information) == np.inf and bool(r.converged)
+    assert (
+        float(jd.tv(jd.Categorical(jnp.array([1.0, 0])), jd.Categorical(jnp.array([0, 1.0]))))
+        == 1.0
+    )
+
+
+def test_differing_supports_put_alpha_at_an_end():
+    p = jnp.array([0.5, 0.5, 0.0])
+    q = jnp.array([0.4, 0.4, 0.2])
+    r = jd.chernoff(jd.Categorical(p), jd.Categorical(q))
+    # -log C_a = -log(0.8) - a log(1.25): decreasing, max at a = 0 with value log 1.25
+    assert float(r.alpha) == 0.0
+    np.testing.assert_allclose(r.information, np.log(1.25), rtol=1e-15)
+    assert float(r.derivative) < 0  # certificate: f'(0) <= 0
+    r2 = jd.chernoff(jd.Categorical(q), jd.Categorical(p))  # mirrored: a* = 1
+    assert float(r2.alpha) == 1.0 and float(r2.derivative) > 0
+    np.testing.assert_allclose(r2.information, r.information, rtol=1e-15)
+
+
+def test_optax_method_agrees_with_newton():
+    P, Q = _batch(jd.Laplace, CASES[:5] + CASES[7:9])
+    a = jd.chernoff(P, Q)
+    b = jd.chernoff(P, Q, method="optax")
+    assert _rel(b.information, a.information).max() < 1e-10
+    np.testing.assert_allclose(b.alpha, a.alpha, atol=1e-6)
+    assert bool(jnp.all(b.converged))
+
+
+pair_params = st.tuples(st.floats(-3, 3), st.floats(-2, 2), st.floats(-3, 3), st.floats(-2, 2)).map(
+    lambda t: (t[0], float(np.exp(t[1])), t[2], float(np.exp(t[3])))
+)
+
+
+@settings(max_examples=20, deadline=None)
+@given(pair_params, st.sampled_from([jd.Laplace, jd.Gaussian]))
+def test_identities(params, cls):
+    m1, b1, m2, b2 = params
+    P, Q = cls(m1, b1), cls(m2, b2)
+    r = chernoff_jit()(P, Q)
+    rs = chernoff_jit()(Q, P)
+    c = float(r.information)
+    # symmetry with a* -> 1 - a*
+    np.testing.assert_allclose(rs.information, c, rtol=1e-12, atol=1e-300)
+    np.testing.assert_allclose(rs.alpha, 1 - float(r.alpha), atol=1e-9)
+    kpq, kqp = float(jd.kl(P, Q)), float(jd.kl(Q, P))
+    harmonic = kpq * kqp / (kpq + kqp) if kpq + kqp > 0 else 0.0
+    assert 0 <= c <= harmonic * (1 + 1e-12) + 1e-300
+    tv = float(jd.tv(P, Q))
+    assert -np.expm1(-c) <= tv * (1 + 1e-12) + 1e-300
+    assert tv <= np.sqrt(-np.expm1(-2 * c)) * (1 + 1e-12) + 1e-300
+    # the maximum: no alpha on a grid beats it
+    grid = jnp.linspace(0.0, 1.0, 101)
+    assert float(jnp.max(-jd.log_bc(P, Q, grid))) <= c * (1 + 1e-12) + 1e-300
+
+
+def test_products_iid_additive_and_heterogeneous_subadditive():
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 2.5)
+    single = jd.chernoff(P, Q)
+    n5 = jd.chernoff(jd.Product.iid(P, 5), jd.Product.iid(Q, 5))
+    np.testing.assert_allclose(n5.information, 5 * single.information, rtol=1e-13)
+    np.testing.assert_allclose(n5.alpha, single.alpha, atol=1e-12)
+    G1, G2 = jd.Gaussian(0.0, 1.0), jd.Gaussian(0.0, 3.0)  # optimum far from P,Q's
+    het = jd.chernoff(jd.Product(P, G1), jd.Product(Q, G2))
+    parts = single.information + jd.chernoff(G1, G2).information
+    assert float(het.information) < float(parts) * (1 - 1e-3)  # strictly below the sum
+
+
+def test_data_processing_inequality():
+    rng = np.random.default_rng(9)
+    p = rng.dirichlet(np.ones(6), size=8)
+    q = rng.dirichlet(np.ones(6), size=8)
+    merge = np.array([[1, 1, 0, 0, 0, 0], [0, 0, 1, 1, 0, 0], [0, 0, 0, 0, 1, 1]]).T
+    fine = jd.chernoff(jd.Categorical(p), jd.Categorical(q)).information
+    coarse = jd.chernoff(jd.Categorical(p @ merge), jd.Categorical(q @ merge)).information
+    assert bool(jnp.all(coarse <= fine * (1 + 1e-12)))
+
+
+def test_eager_jit_vmap_agree():
+    P, Q = _batch(jd.Laplace, CASES[:4])
+    eager = jd.chernoff(P, Q)
+    jitted = chernoff_jit()(P, Q)
+    vmapped = jax.vmap(jd.chernoff)(P, Q)
+    for x, y, z in zip(eager, jitted, vmapped, strict=True):
+        np.testing.assert_array_equal(x, y)
+        np.testing.assert_allclose(np.asarray(z, np.float64), np.asarray(x, np.float64), rtol=1e-14)
+
+
+def test_float32_runs_and_accuracy():
+    P = jd.Laplace(jnp.zeros(3, jnp.float32), jnp.asarray([1.0, 0.5, 2.0], jnp.float32))
+    Q = jd.Laplace(
+        jnp.asarray([1.0, 3.0, 0.1], jnp.float32), jnp.asarray([1.5, 0.5, 1.0], jnp.float32)
+    )
+    r32 = jd.chernoff(P, Q)
+    assert r32.information.dtype == jnp.float32
+    r64 = jd.chernoff(
+        jd.Laplace(np.zeros(3), np.asarray(P.scale, np.float64)),
+        jd.Laplace(np.asarray(Q.loc, np.float64), np.asarray(Q.scale, np.float64)),
+    )
+    assert _rel(r32.information, r64.information).max() < 1e-5
+    assert np.abs(np.asarray(r32.alpha) - np.asarray(r64.alpha)).max() < 1e-4
+
+
+# -- gradients ------------------------------------------------------------------------------
+
+
+def _info(params, cls):
+    m1, b1, m2, b2 = params
+    return jd.chernoff(cls(m1, b1), cls(m2, b2)).information
+
+
+def _alpha(params, cls):
+    m1, b1, m2, b2 = params
+    return jd.chernoff(cls(m1, b1), cls(m2, b2)).alpha
+
+
+@pytest.mark.parametrize("cls", [jd.Laplace, jd.Gaussian], ids=["laplace", "gaussian"])
+def test_gradients_check_grads(cls):
+    params = (0.3, 1.2, 1.7, 0.8)
+    check_grads(
+        lambda *p: _info(p, cls), params, order=1, modes=("fwd", "rev"), atol=1e-7, rtol=1e-7
+    )
+    check_grads(
+        lambda *p: _alpha(p, cls), params, order=1, modes=("fwd", "rev"), atol=1e-7, rtol=1e-7
+    )
+
+
+@pytest.mark.parametrize(
+    "cls, ref",
+    [(jd.Laplace, mp_refs.lap_log_bc_cf), (jd.Gaussian, mp_refs.gau_log_bc_cf)],
+    ids=["laplace", "gaussian"],
+)
+def test_envelope_and_ift_gradients_vs_high_precision(cls, ref):
+    params = (0.0, 1.3, 2.0, 0.6)
+    g_info = jax.grad(lambda p: _info(p, cls))(params)
+    g_alpha = jax.grad(lambda p: _alpha(p, cls))(params)
+    with mp.workdps(60):
+        h = mp.mpf(10) ** -12
+        for i in range(4):
+            up = list(map(mp.mpf, params))
+            dn = list(map(mp.mpf, params))
+            up[i] += h
+            dn[i] -= h
+            iu, au = mp_refs.chernoff(ref, *up)
+            idn, adn = mp_refs.chernoff(ref, *dn)
+            want_i = (iu - idn) / (2 * h)
+            want_a = (au - adn) / (2 * h)
+            assert abs(float(g_info[i]) - float(want_i)) < 1e-9 * max(1.0, abs(float(want_i)))
+            assert abs(float(g_alpha[i]) - float(want_a)) < 1e-7 * max(1.0, abs(float(want_a)))
+
+
+def test_gradient_at_boundary_optimum_is_envelope_only():
+    # a* = 0 is locally constant: d alpha/d theta = 0, dC/dtheta = d(-log C_0)/dtheta
+    def f(x):
+        p = jnp.stack([0.5 - x, 0.5 + x, 0.0])
+        q = jnp.array([0.4, 0.4, 0.2])
+        r = jd.chernoff(jd.Categorical(p), jd.Categorical(q))
+        return r.information, r.alpha
+
+    (ci, ca), (ti, ta) = jax.jvp(f, (0.05,), (1.0,))
+    assert float(ca) == 0.0 and float(ta) == 0.0
+    # C = -log Q(supp P) - 0 = log 1.25 does not depend on x at a = 0
+    np.testing.assert_allclose(float(ti), 0.0, atol=1e-14)
+
+
+def test_bad_arguments():
+    P, Q = jd.Laplace(), jd.Laplace(1.0)
+    with pytest.raises(ValueError, match="method"):
+        jd.chernoff(P, Q, method="bogus")
+    with pytest.raises(ValueError, match="max_steps"):
+        jd.chernoff(P, Q, max_steps=0)
