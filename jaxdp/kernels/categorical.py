@@ -72,7 +72,8 @@ def kl(P, Q):
     small = jnp.abs(l) <= 1.0
     ls = jnp.where(small, l, 0.0)
     term = jnp.where(small, p * sp.phi(-ls), q - p + p * l)
-    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), 0.0)
+    # p = 0 < q: the term q - p + p*l of the identity reduces to q
+    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
     return jnp.sum(term, axis=-1)
 
 

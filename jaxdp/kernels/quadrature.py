@@ -147,7 +147,8 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
 
     small = jnp.abs(l) <= 1.0
     term = jnp.where(small, p * sp.phi(-jnp.where(small, l, 0.0)), q - p + p * l)
-    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), 0.0)
+    # p = 0 < q: the term q - p + p*l of the identity reduces to q
+    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
     # mass of P outside supp Q makes KL infinite even if no node lands there
     out = jnp.sum(jnp.exp(lw) * term, axis=-1)
     if disjoint:

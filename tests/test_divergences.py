@@ -1,0 +1,149 @@
+"""KL, Rényi, Bhattacharyya, Hellinger and TV against mpmath references."""
+
+import jax.numpy as jnp
+import mp_refs
+import mpmath as mp
+import numpy as np
+import pytest
+
+import jaxdp as jd
+
+CASES = [
+    (0.0, 1.0, 1.0, 1.0),
+    (0.0, 1.0, 1.0, 2.0),
+    (0.0, 2.0, 3.0, 0.5),
+    (0.0, 1.0, 0.0, 1.5),
+    (0.0, 1.0, 1e-10, 1.0),
+    (0.0, 1.0, 2e-10, 1.0 + 1e-10),
+    (0.0, 1.0, 30.0, 1.3),
+]
+
+
+def _batch(cls, cases):
+    arr = np.asarray(cases, dtype=np.float64)
+    return cls(arr[:, 0], arr[:, 1]), cls(arr[:, 2], arr[:, 3])
+
+
+def _rel(got, want):
+    got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
+    same = (got == want) | (np.isinf(got) & np.isinf(want) & (np.sign(got) == np.sign(want)))
+    err = np.abs(got - want) / np.where((want == 0) | np.isinf(want), 1.0, np.abs(want))
+    return np.where(same, 0.0, err)
+
+
+@pytest.mark.parametrize(
+    "cls, kl_ref, cf",
+    [
+        (jd.Laplace, mp_refs.lap_kl, mp_refs.lap_log_bc_cf),
+        (jd.Gaussian, mp_refs.gau_kl, mp_refs.gau_log_bc_cf),
+    ],
+    ids=["laplace", "gaussian"],
+)
+def test_kl_renyi_bhattacharyya_hellinger(cls, kl_ref, cf):
+    P, Q = _batch(cls, CASES)
+    assert _rel(jd.kl(P, Q), [float(kl_ref(*c)) for c in CASES]).max() < 1e-12
+    flipped = [(c[2], c[3], c[0], c[1]) for c in CASES]
+    assert _rel(jd.kl(Q, P), [float(kl_ref(*c)) for c in flipped]).max() < 1e-12
+    for order in (0.5, 2.0):
+        with mp.workdps(60):
+            want = []
+            for c in CASES:
+                v = cf(*c, order)  # complex where the integral diverges (order 2)
+                want.append(float(v / (order - 1)) if mp.im(v) == 0 else np.inf)
+        # order 2: (a-1) scaling and mild cancellation in the a > 1 continuation
+        assert _rel(jd.renyi(P, Q, order), want).max() < 1e-10, order
+    np.testing.assert_allclose(jd.renyi(P, Q, 1.0), jd.kl(P, Q), rtol=1e-15)
+    with mp.workdps(60):
+        bc = [cf(*c, 0.5) for c in CASES]
+        assert _rel(jd.bhattacharyya(P, Q), [float(-b) for b in bc]).max() < 1e-12
+        hel = [float(mp.sqrt(-mp.expm1(b))) for b in bc]
+    assert _rel(jd.hellinger(P, Q), hel).max() < 1e-12
+
+
+def test_renyi_diverges_where_the_integral_does():
+    # Laplace: int p^2 q^-1 diverges when 2/b1 <= 1/b2
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 0.4)
+    assert float(jd.renyi(P, Q, 2.0)) == np.inf
+    assert np.isfinite(float(jd.renyi(Q, P, 2.0)))
+    # Gaussian: diverges when 2 s2^2 - s1^2 <= 0
+    assert float(jd.renyi(jd.Gaussian(0.0, 1.0), jd.Gaussian(0.0, 0.7), 2.0)) == np.inf
+
+
+@pytest.mark.parametrize(
+    "cls, tv_ref",
+    [(jd.Laplace, mp_refs.lap_tv), (jd.Gaussian, mp_refs.gau_tv)],
+    ids=["laplace", "gaussian"],
+)
+def test_tv_vs_mpmath(cls, tv_ref):
+    cases = [CASES[i] for i in (0, 1, 2, 3, 4, 6)]
+    P, Q = _batch(cls, cases)
+    want = [float(tv_ref(*c)) for c in cases]
+    assert _rel(jd.tv(P, Q), want).max() < 1e-10
+    # equal scales, closed forms
+    t = jnp.asarray([1e-12, 1e-6, 0.3, 4.0])
+    np.testing.assert_allclose(
+        jd.tv(jd.Laplace(0.0, 1.0), jd.Laplace(t, 1.0)), -np.expm1(-np.asarray(t) / 2), rtol=1e-13
+    )
+
+
+def test_discrete_laplace_kl_tv_vs_summation():
+    cases = [
+        (0, 1.0, 1, 1.0),
+        (0, 1.0, 1, 2.0),
+        (0, 3.0, 5, 0.5),
+        (0, 2.0, 0, 3.0),
+        (0, 50.0, 1, 50.0),
+    ]
+    P, Q = _batch(jd.DiscreteLaplace, cases)
+    refs = [mp_refs.dl_kl_tv(*c) for c in cases]
+    assert _rel(jd.kl(P, Q), [float(k) for k, _ in refs]).max() < 1e-11
+    assert _rel(jd.tv(P, Q), [float(t) for _, t in refs]).max() < 1e-11
+    # geometric mechanism with tiny epsilon: TV = tanh(eps/2) for Delta = 1
+    eps = jnp.asarray([1e-9, 1e-4, 0.5, 3.0])
+    Pg, Qg = jd.mechanisms.geometric(epsilon=eps)
+    np.testing.assert_allclose(jd.tv(Pg, Qg), np.tanh(np.asarray(eps) / 2), rtol=1e-12)
+
+
+def test_categorical_divergences():
+    p = np.array([[0.2, 0.3, 0.5], [0.5, 0.5, 0.0], [0.25, 0.25, 0.5]])
+    q = np.array([[0.3, 0.3, 0.4], [0.4, 0.4, 0.2], [0.25, 0.25 + 1e-9, 0.5 - 1e-9]])
+    P, Q = jd.Categorical(p), jd.Categorical(q)
+    with mp.workdps(60):
+        want_kl, want_tv = [], []
+        for pi, qi in zip(p, q, strict=True):
+            # the distributions are the normalised vectors
+            pm, qm = [mp.mpf(x) for x in pi], [mp.mpf(x) for x in qi]
+            pm = [x / mp.fsum(pm) for x in pm]
+            qm = [x / mp.fsum(qm) for x in qm]
+            want_kl.append(
+                float(mp.fsum(a * mp.log(a / b) for a, b in zip(pm, qm, strict=True) if a > 0))
+            )
+            want_tv.append(float(mp.fsum(abs(a - b) for a, b in zip(pm, qm, strict=True)) / 2))
+    assert _rel(jd.kl(P, Q), want_kl)[:2].max() < 1e-13
+    assert _rel(jd.kl(P, Q), want_kl)[2] < 1e-6  # input rounding of the 1e-9 perturbation
+    assert _rel(jd.tv(P, Q), want_tv).max() < 1e-7
+    assert _rel(jd.tv(P, Q), want_tv)[:2].max() < 1e-15
+    # P not << Q: KL infinite
+    assert float(jd.kl(Q, P)[1]) == np.inf
+
+
+def test_product_divergences():
+    P = jd.Product.iid(jd.Categorical(jnp.array([0.7, 0.3])), 3)
+    Q = jd.Product.iid(jd.Categorical(jnp.array([0.3, 0.7])), 3)
+    np.testing.assert_allclose(jd.kl(P, Q), 3 * 0.4 * np.log(0.7 / 0.3), rtol=1e-14)
+    # TV of 3-fold binary RR: exact enumeration against a binomial sum
+    from math import comb
+
+    want = sum(
+        max(0.0, comb(3, k) * (0.7**k * 0.3 ** (3 - k) - 0.3**k * 0.7 ** (3 - k))) for k in range(4)
+    )
+    np.testing.assert_allclose(jd.tv(P, Q), want, rtol=1e-14)
+    with pytest.raises(NotImplementedError):
+        jd.tv(jd.Product.iid(jd.Laplace(), 2), jd.Product.iid(jd.Laplace(1.0), 2))
+
+
+def test_renyi_rejects_bad_order():
+    with pytest.raises(ValueError, match="order"):
+        jd.renyi(jd.Laplace(), jd.Laplace(1.0), 0.0)
+    with pytest.raises(ValueError, match="order"):
+        jd.renyi(jd.Laplace(), jd.Laplace(1.0), -1.0)
