@@ -147,3 +147,18 @@ def test_renyi_rejects_bad_order():
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), 0.0)
     with pytest.raises(ValueError, match="order"):
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), -1.0)
+
+
+def test_density_with_smaller_support():
+    # Exp(1) on [0, inf) vs Laplace(0, 1): C_a = 2^(a-1), so C = log 2 at a* = 0,
+    # KL(E||L) = log 2, KL(L||E) = inf
+    E = jd.Density(lambda x: jnp.where(x >= 0, -x, -jnp.inf), lower=0.0)
+    L = jd.Laplace(0.0, 1.0)
+    for a in (0.0, 0.3, 1.0):
+        np.testing.assert_allclose(jd.log_bc(E, L, a), (a - 1) * np.log(2), rtol=1e-12)
+    np.testing.assert_allclose(jd.kl(E, L), np.log(2), rtol=1e-12)
+    assert float(jd.kl(L, E)) == np.inf
+    r = jd.chernoff(E, L)
+    assert float(r.alpha) == 0.0 and float(r.derivative) < 0
+    np.testing.assert_allclose(r.information, np.log(2), rtol=1e-12)
+    np.testing.assert_allclose(jd.tv(E, L), 0.5, rtol=1e-9)

@@ -89,14 +89,16 @@ def tv(P, Q):
     return 0.5 * jnp.sum(diff, axis=-1)
 
 
-def moment_derivs(a, lp, lq, lw=None):
+def moment_derivs(a, lp, lq, lw=None, *, normalized=True):
     r"""First and second :math:`a`-derivatives of :math:`\log\sum_k w_k p_k^a q_k^{1-a}`.
 
     They are the mean and variance of :math:`\ell = \log p/q` under the tilted weights
     :math:`\pi_k \propto w_k p_k^a q_k^{1-a}`. The mean is accumulated as
     :math:`\sum_k w_k[\ell_k p_k^a q_k^{1-a} - (p_k - q_k)]/C_a` (the subtracted terms sum to
     zero), whose terms are second order in :math:`\ell` for near-identical pairs; the
-    variance as a sum of squares. Zero-mass entries follow the one-sided limits.
+    variance as a sum of squares. Zero-mass entries follow the one-sided limits. With
+    ``normalized=False`` (the weights do not carry all of both masses) the plain tilted mean
+    is used.
     """
     a_ = jnp.asarray(a)[..., None]
     e = exponent(a_, lp, lq)
@@ -116,6 +118,8 @@ def moment_derivs(a, lp, lq, lw=None):
     if lw is not None:
         term = term * jnp.exp(lw)
     d1 = jnp.sum(term, axis=-1) / jnp.exp(log_c[..., 0])
+    if not normalized:
+        d1 = jnp.sum(jnp.where(both, pi * l, 0.0), axis=-1)
     d2 = jnp.sum(pi * jnp.square(l - d1[..., None]) * both, axis=-1)
     return d1, d2
 

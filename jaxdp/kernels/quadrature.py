@@ -134,6 +134,8 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL):
     direct = logsumexp(lw + cat.exponent(a_, lp, lq), axis=-1)
     inside = (a_ >= 0) & (a_ <= 1)
     deficit = cat.deficit_sum(jnp.where(inside, a_, 0.5), lp, lq, weights=jnp.exp(lw))
+    if (P.lower, P.upper) != (Q.lower, Q.upper):
+        deficit = jnp.full_like(deficit, jnp.inf)  # the identity needs both masses on the nodes
     return cat.combine(a, direct, deficit)
 
 
@@ -149,8 +151,13 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     term = jnp.where(small, p * sp.phi(-jnp.where(small, l, 0.0)), q - p + p * l)
     # p = 0 < q: the term q - p + p*l of the identity reduces to q
     term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
-    # mass of P outside supp Q makes KL infinite even if no node lands there
+    if (P.lower, P.upper) != (Q.lower, Q.upper):
+        # nodes cover only the common support: the identity behind the phi form needs both
+        # masses there, so integrate p log(p/q) directly; P's mass outside supp Q -> +inf
+        term = jnp.where(has_p, jnp.where(has_q, p * l, jnp.inf), 0.0)
     out = jnp.sum(jnp.exp(lw) * term, axis=-1)
+    if P.lower < Q.lower or P.upper > Q.upper:
+        return jnp.full(out.shape, jnp.inf)
     if disjoint:
         return jnp.full(out.shape, jnp.inf)
     return out
@@ -165,6 +172,10 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
         jnp.exp(jnp.maximum(lp, lq)),
     )
     out = 0.5 * jnp.sum(jnp.exp(lw) * diff, axis=-1)
+    if (P.lower, P.upper) != (Q.lower, Q.upper):
+        # mass outside the common support counts fully: TV = 1 - int_common min(p, q)
+        overlap = jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
+        out = 1.0 - overlap
     if disjoint:
         return jnp.ones(out.shape)
     return out
@@ -172,9 +183,10 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
 
 def derivs_setup(P, Q, *, level=DEFAULT_LEVEL):
     """Nodes and log-densities, computed once per solve."""
-    return _log_probs(P, Q, level)[:3]
+    same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
+    return (*_log_probs(P, Q, level)[:3], same_support)
 
 
 def derivs(consts, a):
-    lw, lp, lq = consts
-    return cat.moment_derivs(a, lp, lq, lw)
+    lw, lp, lq, same_support = consts
+    return cat.moment_derivs(a, lp, lq, lw, normalized=same_support)
