@@ -15,6 +15,7 @@ from jaxdp.distributions import (
     Product,
 )
 from jaxdp.divergences import bhattacharyya, hellinger, kl, renyi, tv
+from jaxdp.sweep import SweepResult, SweepRun, load_sweep, sweep
 
 __version__ = "0.1.0"
 
@@ -26,13 +27,17 @@ __all__ = [
     "Gaussian",
     "Laplace",
     "Product",
+    "SweepResult",
+    "SweepRun",
     "__version__",
     "bhattacharyya",
     "chernoff",
     "hellinger",
     "kl",
+    "load_sweep",
     "log_bc",
     "mechanisms",
     "renyi",
+    "sweep",
     "tv",
 ]

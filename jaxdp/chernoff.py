@@ -95,8 +95,20 @@ def _grad2(P, Q, consts, a):
     return jax.jvp(first, (a,), (ones,))
 
 
+def _always_interior(P, Q) -> bool:
+    """True for pairs whose supports coincide, so the optimum is interior (or P == Q)."""
+    if isinstance(P, Product):
+        return all(_always_interior(p, q) for p, q in zip(P.components, Q.components, strict=True))
+    return getattr(kernel_for(P, Q), "SAME_SUPPORT", False)
+
+
 def _endpoints(P, Q, consts, shape, dtype):
-    """Derivative of ``log C`` at 0, 1 and 1/2 in one evaluation."""
+    """Derivative of ``log C`` at 0, 1 and 1/2 in one evaluation (only 1/2 when the
+    optimum is known to be interior, which saves a compiled copy of the derivatives)."""
+    if _always_interior(P, Q):
+        d1, d2 = _grad2(P, Q, consts, jnp.full(shape, 0.5, dtype))
+        inf = jnp.full(shape, jnp.inf, dtype)  # d/da log C: -D(Q||P) at 0, D(P||Q) at 1
+        return -inf, inf, jnp.broadcast_to(d1, shape), jnp.broadcast_to(d2, shape)
     a = jnp.broadcast_to(
         jnp.asarray([0.0, 1.0, 0.5], dtype).reshape((3,) + (1,) * len(shape)), (3, *shape)
     )
@@ -189,6 +201,28 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
 _METHODS = {"newton": _newton, "optax": _lbfgs}
 
 
+@jax.custom_jvp
+def _implicit_alpha(a_star, P, Q):
+    """``a_star`` itself; its tangent comes from the implicit function theorem."""
+    return a_star
+
+
+@_implicit_alpha.defjvp
+def _implicit_alpha_jvp(primals, tangents):
+    # f'(a*, theta) = 0  =>  d a*/d theta = -(d f'/d theta) / f''(a*); zero at an end point.
+    a_star, P, Q = primals
+    _, tP, tQ = tangents
+    a_star = lax.stop_gradient(a_star)
+
+    def d1_of(P, Q):
+        return _grad2(P, Q, _setup(P, Q), a_star)
+
+    (d1, d2), (t1, _) = jax.jvp(d1_of, (P, Q), (tP, tQ))
+    interior = (a_star > 0) & (a_star < 1)
+    safe = interior & (d2 != 0) & jnp.isfinite(d2)
+    return a_star, jnp.where(safe, -t1 / jnp.where(safe, d2, 1.0), 0.0)
+
+
 def chernoff(
     P: Distribution, Q: Distribution, *, method: str = "newton", max_steps: int = 100
 ) -> ChernoffResult:
@@ -227,13 +261,7 @@ def _chernoff(P, Q, method, max_steps):
     a_star = jnp.where(disjoint, 0.5, a_star)
     deriv = jnp.where(disjoint, 0.0, deriv)
     converged = (converged | disjoint) & ~jnp.isnan(information)
-    # Implicit function theorem for alpha: value a_star, tangent -(d f'/d theta)/f''.
-    interior = (a_star > 0) & (a_star < 1) & ~disjoint
-    d1, d2 = _grad2(P, Q, _setup(P, Q), a_star)
-    curvature = lax.stop_gradient(d2)
-    safe = interior & (curvature != 0) & jnp.isfinite(curvature)
-    correction = (d1 - lax.stop_gradient(d1)) / jnp.where(safe, curvature, 1.0)
-    alpha = a_star - jnp.where(safe, correction, 0.0)
+    alpha = _implicit_alpha(a_star, P, Q)
     return ChernoffResult(
         information=information,
         alpha=jnp.broadcast_to(alpha, shape),

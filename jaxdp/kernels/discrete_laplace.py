@@ -25,6 +25,10 @@ from jax.scipy.special import logsumexp
 from jaxdp import _special as sp
 
 
+#: Both distributions have full support, so the Chernoff optimum is interior.
+SAME_SUPPORT = True
+
+
 def _stable(b1, b2, delta, a):
     k1, k2 = 0.5 / b1, 0.5 / b2
     ka = k1 + (1.0 - a) * (k2 - k1)

@@ -25,6 +25,10 @@ from jaxdp import _special as sp
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 
+#: Both distributions have full support, so the Chernoff optimum is interior.
+SAME_SUPPORT = True
+
+
 def log_bc(P, Q, a):
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc

@@ -28,6 +28,10 @@ import jax.numpy as jnp
 from jaxdp import _special as sp
 
 
+#: Both distributions have full support, so the Chernoff optimum is interior.
+SAME_SUPPORT = True
+
+
 def log_bc(P, Q, a):
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)

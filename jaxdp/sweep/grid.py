@@ -1,0 +1,173 @@
+"""Sweep grids: a Cartesian product of named axes plus fixed scalars.
+
+A grid is never materialised. Each axis is a short 1-D coordinate array; the points of a chunk
+are computed from their flat (C-order) indices with :func:`numpy.unravel_index`, so host memory
+is bounded by the chunk size, whatever the size of the grid.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Axis", "Grid", "parse_grid"]
+
+_KINDS = ("values", "linspace", "logspace")
+
+
+@dataclasses.dataclass(frozen=True)
+class Axis:
+    """One axis of a grid.
+
+    Attributes:
+        name: the mechanism parameter this axis sets.
+        kind: ``"values"`` (an explicit list), ``"linspace"`` or ``"logspace"``.
+        args: the list of values, or ``(start, stop, num)``; for ``logspace`` start and stop
+            are base-10 exponents, as in :func:`numpy.logspace`.
+    """
+
+    name: str
+    kind: str
+    args: tuple
+
+    @property
+    def size(self) -> int:
+        return len(self.args) if self.kind == "values" else int(self.args[2])
+
+    @property
+    def is_integer(self) -> bool:
+        return self.kind == "values" and all(isinstance(v, int) for v in self.args)
+
+    def values(self, float_dtype: Any) -> np.ndarray:
+        """The coordinates of this axis, always computed in float64 first then cast."""
+        if self.kind == "values":
+            if self.is_integer:
+                return np.asarray(self.args, dtype=np.int64)
+            out = np.asarray(self.args, dtype=np.float64)
+        elif self.kind == "linspace":
+            out = np.linspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
+        else:
+            out = np.logspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
+        return out.astype(float_dtype)
+
+    def canonical(self) -> dict:
+        args = list(self.args)
+        if self.kind != "values":
+            args = [float(args[0]), float(args[1]), int(args[2])]
+        return {"name": self.name, self.kind: args}
+
+
+@dataclasses.dataclass(frozen=True)
+class Grid:
+    """A Cartesian product of axes (in spec order) and fixed scalar parameters.
+
+    Attributes:
+        axes: the varying parameters, in the order that shapes the results.
+        fixed: parameters given a single scalar value, by name (spec order).
+    """
+
+    axes: tuple[Axis, ...]
+    fixed: tuple[tuple[str, int | float], ...]
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(a.size for a in self.axes)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        """All parameter names, in spec order of appearance (axes first, then fixed)."""
+        return tuple(a.name for a in self.axes) + tuple(n for n, _ in self.fixed)
+
+    def coords(self, float_dtype: Any) -> dict[str, np.ndarray]:
+        """1-D coordinate array of every axis, in axis order."""
+        return {a.name: a.values(float_dtype) for a in self.axes}
+
+    def points(self, flat: np.ndarray, coords: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Parameter values of the points with C-order flat indices ``flat``.
+
+        Args:
+            flat: 1-D integer array of flat indices in ``[0, size)``.
+            coords: the output of :meth:`coords`.
+
+        Returns:
+            name -> 1-D array shaped like ``flat``, for every axis.
+        """
+        if not self.axes:
+            return {}
+        multi = np.unravel_index(flat, self.shape)
+        return {a.name: coords[a.name][i] for a, i in zip(self.axes, multi, strict=True)}
+
+    def canonical(self) -> list[dict]:
+        out = [a.canonical() for a in self.axes]
+        out += [{"name": n, "value": v} for n, v in self.fixed]
+        return out
+
+
+def _number(x: Any, what: str) -> int | float:
+    if isinstance(x, bool) or not isinstance(x, int | float):
+        raise ValueError(f"spec: {what} must be a number, got {x!r}")
+    if isinstance(x, float) and not math.isfinite(x):
+        raise ValueError(f"spec: {what} must be finite, got {x!r}")
+    return x
+
+
+def parse_grid(table: Any) -> Grid:
+    """Parse the ``[grid]`` table of a spec.
+
+    Each entry is ``name = <scalar>`` (a fixed parameter), ``name = [v0, v1, ...]`` (an axis of
+    explicit values), ``name = {linspace = [a, b, n]}`` or ``name = {logspace = [a, b, n]}``
+    (``n`` points from ``a`` to ``b`` inclusive; for ``logspace`` from ``10**a`` to ``10**b``).
+    A list of integers stays integer; any float makes it float.
+
+    Raises:
+        ValueError: a malformed entry, naming it.
+    """
+    if not isinstance(table, Mapping):
+        raise ValueError("spec: [grid] must be a table of parameter = values")
+    axes: list[Axis] = []
+    fixed: list[tuple[str, int | float]] = []
+    for name, value in table.items():
+        where = f"grid parameter '{name}'"
+        if isinstance(value, Mapping):
+            keys = list(value)
+            if len(keys) != 1 or keys[0] not in _KINDS:
+                raise ValueError(
+                    f"spec: {where} must be a scalar, a list, {{linspace = [a, b, n]}} or "
+                    f"{{logspace = [a, b, n]}}; got keys {keys}"
+                )
+            kind = keys[0]
+            args = value[kind]
+            if kind == "values":
+                value = args  # {values = [...]} is accepted as a synonym of a plain list
+            else:
+                if not isinstance(args, list) or len(args) != 3:
+                    raise ValueError(f"spec: {where}: {kind} needs [start, stop, num]")
+                a = _number(args[0], f"{where} {kind} start")
+                b = _number(args[1], f"{where} {kind} stop")
+                n = args[2]
+                if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+                    raise ValueError(
+                        f"spec: {where}: {kind} num must be a positive integer, got {n!r}"
+                    )
+                if kind == "logspace" and max(abs(a), abs(b)) > 308:
+                    raise ValueError(f"spec: {where}: logspace exponents out of float range")
+                axes.append(Axis(name, kind, (float(a), float(b), n)))
+                continue
+        if isinstance(value, list):
+            if not value:
+                raise ValueError(f"spec: {where} is an empty list")
+            vals = tuple(_number(v, f"{where} entry") for v in value)
+            if not all(isinstance(v, int) for v in vals):
+                vals = tuple(float(v) for v in vals)
+            axes.append(Axis(name, "values", vals))
+        else:
+            fixed.append((name, _number(value, where)))
+    return Grid(tuple(axes), tuple(fixed))

@@ -1,0 +1,207 @@
+"""The per-point computation of a sweep: mechanism -> neighbouring pair -> quantities.
+
+:func:`make_kernel` turns a :class:`~jaxdp.sweep.spec.SweepSpec` into a pure function from a
+dict of 1-D parameter arrays (one entry per grid axis, all of the same length) to a dict of 1-D
+result arrays (one per quantity). It is elementwise: the value at a point depends only on that
+point's parameters, which is what makes chunking, padding and sharding exact.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp.sweep.spec import SweepSpec, resolve_mechanism
+
+__all__ = ["check_kernel", "make_kernel"]
+
+Kernel = Callable[[Mapping[str, jax.Array], tuple[int, ...]], dict[str, jax.Array]]
+
+
+def _float_dtype(spec: SweepSpec) -> Any:
+    return jnp.dtype(spec.dtype)
+
+
+def _int_dtype() -> Any:
+    return jnp.asarray(0).dtype  # int64 under x64, int32 otherwise
+
+
+def _fixed_value(value: Any, spec: SweepSpec) -> Any:
+    """A fixed parameter as a Python scalar (ints stay static) or a 0-d array of the spec dtype."""
+    if isinstance(value, int):
+        return value
+    return np.asarray(value, dtype=_float_dtype(spec))
+
+
+def make_kernel(spec: SweepSpec) -> Kernel:
+    """Build the elementwise function evaluated at every grid point.
+
+    Args:
+        spec: a parsed spec.
+
+    Returns:
+        ``kernel(params, shape) -> results``: ``params`` maps each grid axis name to an array of
+        shape ``shape`` (static); ``results`` maps each quantity of ``spec.quantities`` to an
+        array of that shape (float quantities in ``spec.dtype``, ``converged`` as bool).
+    """
+    import jaxdp as jd
+
+    mechanism = resolve_mechanism(spec.mechanism)
+    paper = importlib.import_module("jaxdp.paper") if spec.paper_args else None
+    fixed = {n: _fixed_value(v, spec) for n, v in spec.grid.fixed}
+    defaults = dict(spec.defaults)
+    dtype = _float_dtype(spec)
+    quantities = spec.quantities
+    need_chernoff = any(q in ("chernoff", "alpha", "converged") for q in quantities)
+    paper_args = dict(spec.paper_args)
+    formula_only = set(spec.formula_only)
+
+    def paper_value(q: str, every: Mapping[str, Any]) -> jax.Array:
+        args = {}
+        for a in paper_args[q]:
+            if isinstance(a.source, tuple):
+                _, num, den = a.source
+                args[a.name] = jnp.asarray(every[num], dtype) / jnp.asarray(every[den], dtype)
+            else:
+                args[a.name] = every[a.source]
+        return getattr(paper, q)(**args)
+
+    def pair(kw: Mapping[str, Any]):
+        return mechanism(**{n: v for n, v in kw.items() if n not in formula_only})
+
+    def kernel(params: Mapping[str, jax.Array], shape: tuple[int, ...]) -> dict[str, jax.Array]:
+        kw = {**fixed, **params}
+        P, Q = pair(kw)
+        every = {**defaults, **kw}
+        cache: dict[str, Any] = {}
+        if need_chernoff:
+            r = jd.chernoff(P, Q)
+            cache.update(chernoff=r.information, alpha=r.alpha, converged=r.converged)
+        out = {}
+        for q in quantities:
+            if q in cache:
+                v = cache[q]
+            elif q == "kl_pq":
+                v = jd.kl(P, Q)
+            elif q == "kl_qp":
+                v = jd.kl(Q, P)
+            elif q == "tv":
+                v = jd.tv(P, Q)
+            elif q == "bhattacharyya":
+                v = jd.bhattacharyya(P, Q)
+            elif q == "hellinger":
+                v = jd.hellinger(P, Q)
+            elif q.startswith("renyi_"):
+                v = jd.renyi(P, Q, float(q[len("renyi_") :]))
+            else:
+                v = paper_value(q, every)
+            v = jnp.asarray(v)
+            if q != "converged":
+                v = v.astype(dtype)
+            out[q] = jnp.broadcast_to(v, shape)
+        return out
+
+    def light(params: Mapping[str, Any]) -> None:
+        """The cheap part (mechanism and paper formulas), for eager value checks."""
+        kw = {**fixed, **params}
+        pair(kw)
+        every = {**defaults, **kw}
+        for q in paper_args:
+            paper_value(q, every)
+
+    kernel.light = light  # type: ignore[attr-defined]
+    return kernel
+
+
+def _culprit(spec: SweepSpec, kernel: Kernel, structs: dict[str, Any]) -> str | None:
+    """The axis whose tracing fails (a parameter that must be a Python constant)."""
+    for a in spec.grid.axes:
+        trial = {n: s for n, s in structs.items() if n != a.name}
+        value = a.values(np.float64)[0]
+        const = int(value) if a.is_integer else float(value)
+
+        def fn(p, _n=a.name, _c=const):
+            return kernel({**p, _n: _c}, (8,))
+
+        try:
+            jax.eval_shape(fn, trial)
+        except Exception:
+            continue
+        return a.name
+    return None
+
+
+def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
+    """Validate the spec against the mechanism before any work; return output dtypes.
+
+    Two cheap checks: the mechanism and the paper formulas (not the core quantities) are called
+    eagerly with every value of every axis (one axis at a time, the others at their first
+    value), so their own value checks see every grid value; then the whole kernel is traced
+    abstractly (:func:`jax.eval_shape`), which catches shape/type problems and parameters that
+    cannot vary over a grid (such as the support size ``k`` of randomized response).
+
+    Raises:
+        ValueError: one line, naming the mechanism and the offending parameter where known.
+    """
+    first = {}
+    axis_values = {}
+    for a in spec.grid.axes:
+        vals = a.values(_float_dtype(spec))
+        if a.is_integer:
+            vals = vals.astype(_int_dtype())
+        axis_values[a.name] = vals
+        first[a.name] = vals[:1]
+
+    def reject(e: Exception, what: str = "rejects the grid") -> ValueError:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        return ValueError(f"spec: mechanism '{spec.mechanism}' {what}: {msg}")
+
+    light = kernel.light  # type: ignore[attr-defined]
+    try:
+        try:
+            light(first)
+        except (ValueError, TypeError):
+            for a in spec.grid.axes:  # an int that must be a Python constant (e.g. k)?
+                if a.is_integer:
+                    try:
+                        light({**first, a.name: int(axis_values[a.name][0])})
+                    except (ValueError, TypeError):
+                        continue
+                    raise ValueError(
+                        f"spec: grid parameter '{a.name}' cannot vary for mechanism "
+                        f"'{spec.mechanism}' (it must be a constant): give it a single value"
+                    ) from None
+            raise
+        for a in spec.grid.axes:  # every value of each axis, the others at their first
+            light({**first, a.name: axis_values[a.name]})
+    except ValueError as e:
+        if str(e).startswith("spec: "):
+            raise
+        raise reject(e) from None
+    except TypeError as e:
+        raise reject(e) from None
+
+    n = 8
+    structs = {n_: jax.ShapeDtypeStruct((n,), v.dtype) for n_, v in axis_values.items()}
+    try:
+        shapes = jax.eval_shape(lambda p: kernel(p, (n,)), structs)
+    except (
+        jax.errors.ConcretizationTypeError,
+        jax.errors.TracerBoolConversionError,
+        jax.errors.TracerIntegerConversionError,
+    ) as e:
+        name = _culprit(spec, kernel, structs)
+        if name is not None:
+            raise ValueError(
+                f"spec: grid parameter '{name}' cannot vary for mechanism '{spec.mechanism}' "
+                "(it must be a constant): give it a single value"
+            ) from None
+        raise reject(e, "cannot be traced") from None
+    except (ValueError, TypeError) as e:
+        raise reject(e, "with this grid") from None
+    return {q: s.dtype for q, s in shapes.items()}

@@ -1,0 +1,335 @@
+"""On-disk layout of a sweep: manifest, chunk files, final results, all written atomically.
+
+::
+
+    DIR/manifest.json          spec (canonical), its SHA-256, jaxdp version, shape, chunking
+    DIR/chunks/000000.npz      one file per finished chunk: one 1-D array per quantity
+    DIR/results.npz            the final result (see :func:`write_results`)
+    DIR/results.csv            optional long table
+    DIR/.lock                  advisory lock held by the running process
+
+Every file is written to a temporary name in the same directory, flushed with ``fsync`` and
+renamed into place, so a file that exists is complete: a killed run loses at most the chunk it
+was computing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import fcntl
+import json
+import os
+import re
+import struct
+import zipfile
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+__all__ = ["Store"]
+
+FORMAT = "jaxdp-sweep/1"
+MANIFEST = "manifest.json"
+CHUNKS = "chunks"
+RESULTS = "results.npz"
+CSV = "results.csv"
+LOCK = ".lock"
+_TMP = re.compile(r"^\..+\.tmp\.\d+$")
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    except OSError:  # pragma: no cover
+        pass
+    finally:
+        os.close(fd)
+
+
+def atomic_write(path: Path, write: Callable[[IO[bytes]], None]) -> None:
+    """Write ``path`` via a temporary file in the same directory, fsync and rename."""
+    tmp = path.with_name(f".{path.name}.tmp.{os.getpid()}")
+    try:
+        with open(tmp, "wb") as f:
+            write(f)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
+
+
+def _write_header(f: IO[bytes], header: dict) -> None:
+    try:
+        np.lib.format.write_array_header_1_0(f, header)
+    except ValueError:  # header longer than 64 KiB: format 2.0
+        np.lib.format.write_array_header_2_0(f, header)
+
+
+def _describe_difference(old: Mapping, new: Mapping) -> str:
+    for key in ("mechanism", "quantities", "dtype", "grid"):
+        if old.get(key) != new.get(key):
+            if key == "grid":
+                a = {g["name"]: g for g in old.get("grid", [])}
+                b = {g["name"]: g for g in new.get("grid", [])}
+                for name in list(a) + [n for n in b if n not in a]:
+                    if a.get(name) != b.get(name):
+                        return f"grid parameter '{name}' differs"
+                return "grid order differs"
+            return f"{key} differs: {old.get(key)!r} there, {new.get(key)!r} here"
+    return "spec differs"
+
+
+class Store:
+    """The output directory of one sweep (used by process 0 only)."""
+
+    def __init__(self, out_dir: str | os.PathLike) -> None:
+        self.root = Path(out_dir)
+        self.chunks = self.root / CHUNKS
+        self._lock_fd: int | None = None
+
+    # ----------------------------------------------------------------- lifecycle
+
+    @contextlib.contextmanager
+    def locked(self) -> Iterator[None]:
+        """Hold an exclusive advisory lock on the directory (released even on SIGKILL)."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                raise ValueError(
+                    f"{self.root} is in use by another running jaxdp sweep; wait for it to finish"
+                ) from None
+            self._clean_tmp()
+            yield
+        finally:
+            os.close(fd)
+
+    def _clean_tmp(self) -> None:
+        for d in (self.root, self.chunks):
+            if d.is_dir():
+                for p in d.iterdir():
+                    if _TMP.match(p.name):
+                        with contextlib.suppress(OSError):
+                            p.unlink()
+
+    def read_manifest(self) -> dict | None:
+        path = self.root / MANIFEST
+        if not path.exists():
+            return None
+        with open(path) as f:
+            return json.load(f)
+
+    def prepare(self, manifest: dict, *, explicit_chunk_size: bool) -> dict:
+        """Create the directory and manifest, or check that an existing one is this sweep.
+
+        Returns:
+            The manifest in force (the existing one when resuming: its chunk size wins unless a
+            different one was asked for explicitly, which is an error).
+
+        Raises:
+            ValueError: the directory holds something else, or a sweep of a different spec,
+                jaxdp version or (explicit) chunk size.
+        """
+        old = self.read_manifest()
+        if old is None:
+            others = [
+                p.name for p in self.root.iterdir() if p.name != LOCK and not _TMP.match(p.name)
+            ]
+            if others:
+                raise ValueError(
+                    f"{self.root} is not empty and holds no jaxdp sweep (no {MANIFEST}); "
+                    "use a new --out"
+                )
+            manifest = dict(manifest, created=datetime.datetime.now(datetime.UTC).isoformat())
+            atomic_write(
+                self.root / MANIFEST,
+                lambda f: f.write((json.dumps(manifest, indent=2) + "\n").encode()),
+            )
+            self.chunks.mkdir(exist_ok=True)
+            return manifest
+        if old.get("format") != FORMAT:
+            raise ValueError(
+                f"{self.root} holds a sweep in format {old.get('format')!r}, not {FORMAT!r}; "
+                "use a new --out"
+            )
+        if old.get("spec_sha256") != manifest["spec_sha256"]:
+            diff = _describe_difference(old.get("spec", {}), manifest["spec"])
+            raise ValueError(
+                f"{self.root} holds a sweep of a different spec ({diff}); use a new --out"
+            )
+        if old.get("jaxdp_version") != manifest["jaxdp_version"]:
+            raise ValueError(
+                f"{self.root} was started with jaxdp {old.get('jaxdp_version')}, this is jaxdp "
+                f"{manifest['jaxdp_version']}; finish it with that version or use a new --out"
+            )
+        if explicit_chunk_size and old.get("chunk_size") != manifest["chunk_size"]:
+            raise ValueError(
+                f"{self.root} was written with chunk_size={old.get('chunk_size')}, not "
+                f"{manifest['chunk_size']}; resume without --chunk-size or use a new --out"
+            )
+        self.chunks.mkdir(exist_ok=True)
+        return old
+
+    # ----------------------------------------------------------------- chunks
+
+    @staticmethod
+    def _width(n_chunks: int) -> int:
+        return max(6, len(str(max(n_chunks - 1, 0))))
+
+    def chunk_path(self, index: int, n_chunks: int) -> Path:
+        return self.chunks / f"{index:0{self._width(n_chunks)}d}.npz"
+
+    def done_mask(self, n_chunks: int) -> np.ndarray:
+        """Boolean mask of the chunks already on disk."""
+        done = np.zeros(n_chunks, dtype=bool)
+        if not self.chunks.is_dir():
+            return done
+        pattern = re.compile(r"^(\d+)\.npz$")
+        width = self._width(n_chunks)
+        for p in self.chunks.iterdir():
+            m = pattern.match(p.name)
+            if m and len(m.group(1)) == width and int(m.group(1)) < n_chunks:
+                done[int(m.group(1))] = True
+        return done
+
+    def write_chunk(self, index: int, n_chunks: int, arrays: Mapping[str, np.ndarray]) -> None:
+        atomic_write(self.chunk_path(index, n_chunks), lambda f: np.savez(f, **arrays))
+
+    def read_chunk(self, index: int, n_chunks: int, name: str, length: int) -> np.ndarray:
+        path = self.chunk_path(index, n_chunks)
+        with np.load(path, allow_pickle=False) as z:
+            a = z[name]
+        if a.shape != (length,):
+            raise ValueError(f"{path} is damaged: {name} has shape {a.shape}, expected {length}")
+        return a
+
+    # ----------------------------------------------------------------- results
+
+    @property
+    def results_path(self) -> Path:
+        return self.root / RESULTS
+
+    def write_results(
+        self,
+        *,
+        quantities: Sequence[str],
+        dtypes: Mapping[str, Any],
+        shape: tuple[int, ...],
+        coords: Mapping[str, np.ndarray],
+        fixed: Mapping[str, np.ndarray],
+        chunk_size: int,
+        n_chunks: int,
+    ) -> None:
+        """Stream the chunk files into ``results.npz`` (bounded memory: one chunk at a time).
+
+        The npz holds, uncompressed: one array per quantity, shaped ``shape`` (the grid, in spec
+        order); one 1-D coordinate array per axis; one 0-d array per fixed parameter; and the
+        string arrays ``_axes``, ``_fixed`` and ``_quantities`` listing those names in order.
+        """
+        n = int(np.prod(shape, dtype=np.int64)) if shape else 1
+
+        def write(f: IO[bytes]) -> None:
+            with zipfile.ZipFile(f, "w", zipfile.ZIP_STORED, allowZip64=True) as zf:
+                for q in quantities:
+                    with zf.open(q + ".npy", "w", force_zip64=True) as member:
+                        _write_header(
+                            member,
+                            {
+                                "descr": np.lib.format.dtype_to_descr(np.dtype(dtypes[q])),
+                                "fortran_order": False,
+                                "shape": tuple(shape),
+                            },
+                        )
+                        for i in range(n_chunks):
+                            length = min(chunk_size, n - i * chunk_size)
+                            a = self.read_chunk(i, n_chunks, q, length)
+                            member.write(np.ascontiguousarray(a, dtype=dtypes[q]).data)
+                extra = dict(coords)
+                extra.update(fixed)
+                extra["_axes"] = np.asarray(list(coords), dtype=str)
+                extra["_fixed"] = np.asarray(list(fixed), dtype=str)
+                extra["_quantities"] = np.asarray(list(quantities), dtype=str)
+                for name, a in extra.items():
+                    with zf.open(name + ".npy", "w", force_zip64=True) as member:
+                        np.lib.format.write_array(member, np.asarray(a), allow_pickle=False)
+
+        atomic_write(self.results_path, write)
+
+    def write_csv(
+        self,
+        *,
+        quantities: Sequence[str],
+        axis_names: Sequence[str],
+        points: Callable[[np.ndarray], Mapping[str, np.ndarray]],
+        n_points: int,
+        chunk_size: int,
+        n_chunks: int,
+        float_fmt: str,
+    ) -> None:
+        """Write ``results.csv``: one row per point, columns = axes then quantities."""
+
+        def write(f: IO[bytes]) -> None:
+            f.write((",".join([*axis_names, *quantities]) + "\n").encode())
+            for i in range(n_chunks):
+                start = i * chunk_size
+                stop = min(start + chunk_size, n_points)
+                cols = list(points(np.arange(start, stop)).values())
+                cols += [self.read_chunk(i, n_chunks, q, stop - start) for q in quantities]
+                fmts = [
+                    "%d" if np.issubdtype(c.dtype, np.integer) or c.dtype == bool else float_fmt
+                    for c in cols
+                ]
+                table = np.column_stack([c.astype(np.float64) for c in cols])
+                np.savetxt(f, table, fmt=fmts, delimiter=",")
+
+        atomic_write(self.root / CSV, write)
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def npz_memmap(path: str | os.PathLike) -> dict[str, np.ndarray]:
+    """Memory-map every member of an uncompressed ``.npz`` (read-only)."""
+    out: dict[str, np.ndarray] = {}
+    with zipfile.ZipFile(path) as zf, open(path, "rb") as f:
+        for info in zf.infolist():
+            name = info.filename.removesuffix(".npy")
+            if info.compress_type != zipfile.ZIP_STORED:
+                raise ValueError(f"{path}: member {name} is compressed; cannot memory-map it")
+            f.seek(info.header_offset)
+            local = f.read(30)
+            name_len, extra_len = struct.unpack("<HH", local[26:30])
+            f.seek(info.header_offset + 30 + name_len + extra_len)
+            version = np.lib.format.read_magic(f)
+            if version == (1, 0):
+                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+            else:
+                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+            if dtype.hasobject:
+                raise ValueError(f"{path}: member {name} holds Python objects")
+            if int(np.prod(shape)) * dtype.itemsize < 2**20:  # small: just read it
+                with zf.open(info.filename) as member:
+                    out[name] = np.lib.format.read_array(member, allow_pickle=False)
+                continue
+            out[name] = np.memmap(
+                path,
+                dtype=dtype,
+                mode="r",
+                offset=f.tell(),
+                shape=shape,
+                order="F" if fortran else "C",
+            )
+    return out
