@@ -217,7 +217,7 @@ def _implicit_alpha_jvp(primals, tangents):
     def d1_of(P, Q):
         return _grad2(P, Q, _setup(P, Q), a_star)
 
-    (d1, d2), (t1, _) = jax.jvp(d1_of, (P, Q), (tP, tQ))
+    (_d1, d2), (t1, _) = jax.jvp(d1_of, (P, Q), (tP, tQ))
     interior = (a_star > 0) & (a_star < 1)
     safe = interior & (d2 != 0) & jnp.isfinite(d2)
     return a_star, jnp.where(safe, -t1 / jnp.where(safe, d2, 1.0), 0.0)

@@ -24,7 +24,6 @@ from jax.scipy.special import logsumexp
 
 from jaxdp import _special as sp
 
-
 #: Both distributions have full support, so the Chernoff optimum is interior.
 SAME_SUPPORT = True
 

@@ -27,7 +27,6 @@ import jax.numpy as jnp
 
 from jaxdp import _special as sp
 
-
 #: Both distributions have full support, so the Chernoff optimum is interior.
 SAME_SUPPORT = True
 
