@@ -1,0 +1,80 @@
+"""``jaxdp chernoff MECHANISM [--epsilon ...]``: exact divergences of a mechanism's pair.
+
+Example::
+
+    jaxdp chernoff laplace --epsilon 0.1 --epsilon 1
+    jaxdp chernoff adversarial_laplace --epsilon 1 --shift 2 --theta 1.5 --json
+"""
+
+from __future__ import annotations
+
+import argparse
+import inspect
+import json
+
+import numpy as np
+
+MECHANISMS = ("laplace", "gaussian", "randomized_response", "geometric", "adversarial_laplace")
+FLOAT_PARAMS = ("epsilon", "scale", "sigma", "sensitivity", "shift", "theta")
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("mechanism", choices=MECHANISMS, help="mechanism (jaxdp.mechanisms)")
+    for name in FLOAT_PARAMS:
+        parser.add_argument(
+            f"--{name}", type=float, action="append", help=f"{name} (repeat for a batch)"
+        )
+    parser.add_argument("--k", type=int, default=None, help="randomized response: alphabet size")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+
+
+def run(args: argparse.Namespace) -> int:
+    import jax.numpy as jnp
+
+    import jaxdp as jd
+
+    make = getattr(jd.mechanisms, args.mechanism)
+    accepted = set(inspect.signature(make).parameters)
+    given = {n: getattr(args, n) for n in FLOAT_PARAMS if getattr(args, n) is not None}
+    for name in given:
+        if name not in accepted:
+            raise ValueError(f"--{name} does not apply to {args.mechanism}")
+    if args.k is not None:
+        if "k" not in accepted:
+            raise ValueError(f"--k does not apply to {args.mechanism}")
+        given["k"] = args.k
+    lengths = {len(v) for k, v in given.items() if k != "k"}
+    if len(lengths) > 1 and not lengths <= {1, max(lengths)}:
+        raise ValueError("repeated parameters must all have the same count (or count 1)")
+    n = max(lengths, default=1)
+    kwargs = {
+        k: (v if k == "k" else jnp.asarray(np.broadcast_to(np.asarray(v, float), (n,))))
+        for k, v in given.items()
+    }
+    try:
+        P, Q = make(**kwargs)
+    except TypeError as e:
+        raise ValueError(f"{args.mechanism}: {e}") from None
+    r = jd.chernoff(P, Q)
+    rows = {
+        "chernoff": r.information,
+        "alpha": r.alpha,
+        "kl_pq": jd.kl(P, Q),
+        "kl_qp": jd.kl(Q, P),
+        "tv": jd.tv(P, Q),
+    }
+    out = [
+        {
+            **{k: float(np.broadcast_to(v, (n,))[i]) for k, v in kwargs.items() if k != "k"},
+            **{k: float(np.asarray(v).reshape(-1)[i]) for k, v in rows.items()},
+        }
+        for i in range(n)
+    ]
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    cols = list(out[0])
+    print("  ".join(f"{c:>14}" for c in cols))
+    for row in out:
+        print("  ".join(f"{row[c]:>14.8g}" for c in cols))
+    return 0

@@ -1,0 +1,43 @@
+"""The ``jaxdp`` command line: output of ``chernoff``, one-line errors, exit codes."""
+
+import json
+import math
+
+import pytest
+
+from jaxdp.cli import main
+
+
+def test_chernoff_command_json(capsys):
+    assert main(["chernoff", "laplace", "--epsilon", "1", "--epsilon", "0.1", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["epsilon"] for r in rows] == [1.0, 0.1]
+    for r in rows:
+        t = r["epsilon"]  # equal-scale Laplace with shift/scale = epsilon
+        assert math.isclose(r["chernoff"], t / 2 - math.log1p(t / 2), rel_tol=1e-12)
+        assert math.isclose(r["tv"], -math.expm1(-t / 2), rel_tol=1e-12)
+
+
+def test_chernoff_command_table(capsys):
+    assert main(["chernoff", "randomized_response", "--epsilon", "2"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].split() == ["epsilon", "chernoff", "alpha", "kl_pq", "kl_qp", "tv"]
+    values = [float(x) for x in out[1].split()]
+    assert math.isclose(values[1], math.log(math.cosh(1.0)), rel_tol=1e-7)
+
+
+@pytest.mark.parametrize(
+    "argv, fragment",
+    [
+        (["chernoff", "laplace", "--sigma", "1"], "--sigma"),
+        (["chernoff", "laplace", "--epsilon", "-1"], "epsilon"),
+        (["chernoff", "nonsense"], "invalid choice"),
+        (["chernoff", "gaussian"], "sigma"),
+    ],
+)
+def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):
+    with pytest.raises(SystemExit) as exc:
+        raise SystemExit(main(argv))
+    assert exc.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxdp: error:") and fragment in err[0]
