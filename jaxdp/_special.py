@@ -139,11 +139,13 @@ def mixture_gap(a, rho):
     rho = jnp.asarray(rho)
     small = jnp.abs(rho) <= 1.0
     rs = jnp.where(small, rho, 0.0)
-    series = jnp.log1p(a * phi((1.0 - a) * rs) + (1.0 - a) * phi(-a * rs))
+    series_arg = a * phi((1.0 - a) * rs) + (1.0 - a) * phi(-a * rs)
     rl = jnp.where(small, 2.0, rho)
-    low = jnp.log1p(a * jnp.expm1(rl)) - a * rl
-    high = jnp.log1p((1.0 - a) * jnp.expm1(-rl)) + (1.0 - a) * rl
-    return jnp.where(small, series, jnp.where(a <= 0.5, low, high))
+    low = a <= 0.5
+    large_arg = jnp.where(low, a * jnp.expm1(rl), (1.0 - a) * jnp.expm1(-rl))
+    offset = jnp.where(small, 0.0, jnp.where(low, -a * rl, (1.0 - a) * rl))
+    # a single log1p on the selected argument (log1p dominates the cost)
+    return jnp.log1p(jnp.where(small, series_arg, large_arg)) + offset
 
 
 def amgm_gap(a, l, b=None):
