@@ -169,8 +169,9 @@ def gau_kl(m1, s1, m2, s2):
 
 
 def tv_continuous(logpdf_p, logpdf_q, pts):
-    """TV = 1/2 int |p - q| by quadrature split at the given points and the crossings."""
-    with mp.workdps(DPS):
+    """TV = 1/2 int |p - q| by quadrature split at the given points and the crossings
+    (30 digits: the tests compare at 1e-10)."""
+    with mp.workdps(30):
 
         def h(x):
             return logpdf_p(x) - logpdf_q(x)
@@ -224,9 +225,11 @@ def dl_pmf_window(m, b, lo, hi):
         return [c * mp.exp(-abs(k - m) / b) for k in range(lo, hi + 1)]
 
 
-def dl_kl_tv(m1, b1, m2, b2, width=4000):
-    """KL and TV of discrete Laplace pairs by summation over a wide window (+ tail bound)."""
-    with mp.workdps(DPS):
+def dl_kl_tv(m1, b1, m2, b2, width=None):
+    """KL and TV of discrete Laplace pairs by summation over a window wide enough that the
+    tails (< e^-45 of the mass) are below the tests' tolerance."""
+    width = int(45 * max(b1, b2)) + 10 if width is None else width
+    with mp.workdps(30):
         lo, hi = min(m1, m2) - width, max(m1, m2) + width
         p = dl_pmf_window(m1, b1, lo, hi)
         q = dl_pmf_window(m2, b2, lo, hi)
