@@ -1,11 +1,24 @@
 """jaxdp: exact, batched, differentiable Chernoff information for differential privacy.
 
-The public names are re-exported here explicitly; see ``__all__``.
+The public names are re-exported here explicitly; see ``__all__``. Submodules
+:mod:`jaxdp.mechanisms` (DP mechanisms as neighbouring pairs) and :mod:`jaxdp.paper` (the
+paper's closed forms, by equation number) are part of the public API too.
 """
 
-from jaxdp import mechanisms
+from jaxdp import mechanisms, paper
 from jaxdp.chernoff import ChernoffResult, chernoff
+from jaxdp.classification import ErrorExponentEstimate, simulate_error_exponent
 from jaxdp.coefficient import log_bc
+from jaxdp.composition import CompositionResult, compose
+from jaxdp.conversions import (
+    max_chernoff_eps_dp,
+    max_kl_eps_dp,
+    max_neg_log_bc_eps_dp,
+    max_tv_chernoff,
+    max_tv_eps_delta_dp,
+    max_tv_eps_dp,
+    max_tv_eps_dp_chernoff_bound,
+)
 from jaxdp.distributions import (
     Categorical,
     Density,
@@ -15,6 +28,14 @@ from jaxdp.distributions import (
     Product,
 )
 from jaxdp.divergences import bhattacharyya, hellinger, kl, renyi, tv
+from jaxdp.membership import (
+    LaplaceAdvantage,
+    MembershipBounds,
+    best_advantage_gaussian,
+    best_advantage_laplace,
+    best_advantage_randomized_response,
+    membership_bounds,
+)
 from jaxdp.sweep import SweepResult, SweepRun, load_sweep, sweep
 
 __version__ = "0.1.0"
@@ -22,22 +43,40 @@ __version__ = "0.1.0"
 __all__ = [
     "Categorical",
     "ChernoffResult",
+    "CompositionResult",
     "Density",
     "DiscreteLaplace",
+    "ErrorExponentEstimate",
     "Gaussian",
     "Laplace",
+    "LaplaceAdvantage",
+    "MembershipBounds",
     "Product",
     "SweepResult",
     "SweepRun",
     "__version__",
+    "best_advantage_gaussian",
+    "best_advantage_laplace",
+    "best_advantage_randomized_response",
     "bhattacharyya",
     "chernoff",
+    "compose",
     "hellinger",
     "kl",
     "load_sweep",
     "log_bc",
+    "max_chernoff_eps_dp",
+    "max_kl_eps_dp",
+    "max_neg_log_bc_eps_dp",
+    "max_tv_chernoff",
+    "max_tv_eps_delta_dp",
+    "max_tv_eps_dp",
+    "max_tv_eps_dp_chernoff_bound",
     "mechanisms",
+    "membership_bounds",
+    "paper",
     "renyi",
+    "simulate_error_exponent",
     "sweep",
     "tv",
 ]

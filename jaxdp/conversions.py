@@ -1,0 +1,519 @@
+r"""Exact conversions from pure :math:`\varepsilon`-DP to divergences and advantages.
+
+Every function here is a *sharp* bound: the supremum of a quantity over all pairs
+:math:`(P, Q)` with :math:`e^{-\varepsilon} \le dP/dQ \le e^{\varepsilon}`, attained by binary
+randomized response (RR),
+
+.. math::
+
+    P = \mathrm{Bern}(p), \quad Q = \mathrm{Bern}(1 - p), \quad
+    p = \frac{e^{\varepsilon}}{1 + e^{\varepsilon}}.
+
+Why RR is extremal. With :math:`Z = dP/dQ(X)`, :math:`X \sim Q`, every divergence used here is
+:math:`\mathbb{E}_Q[\phi(Z)]` for a convex :math:`\phi` (KL: :math:`z \log z`; TV:
+:math:`(z - 1)_+`) or :math:`-\log \mathbb{E}_Q[Z^\alpha]` with :math:`z^\alpha` concave. Under
+the constraints :math:`Z \in [e^{-\varepsilon}, e^{\varepsilon}]`, :math:`\mathbb{E}_Q Z = 1`, the
+expectation of a convex function is maximised (of a concave one minimised) by the two-point law
+on the end points, which is exactly RR. The supremum of :math:`-\log C_\alpha` at every
+:math:`\alpha` is therefore attained by the *same* pair, hence so is the supremum of the
+Chernoff information (whose maximiser is :math:`\alpha^* = 1/2` by the symmetry of RR). For
+composition, Kairouz, Oh & Viswanath (ICML 2015, "The composition theorem for differential
+privacy") show that the privacy region of the (even adaptive) :math:`n`-fold composition of
+:math:`\varepsilon`-DP mechanisms is contained in that of :math:`n`-fold RR, so the best
+membership advantage (TV, a functional of the privacy region) is the TV of :math:`n`-fold RR.
+
+These facts are verified in ``tests/test_conversions.py`` on random :math:`\varepsilon`-DP pairs
+(never exceeded) and on RR (attained), and the closed forms against ``mpmath`` at 40+ digits.
+
+==================================  ===============================================  ===========
+function                            value                                            paper
+==================================  ===============================================  ===========
+``max_chernoff_eps_dp(eps)``        :math:`\log\cosh(\varepsilon/2)`                 (30)-(32),
+                                                                                     (72) aim
+``max_neg_log_bc_eps_dp(eps, a)``   :math:`\log\cosh\frac{\varepsilon}{2} -          (56) aims
+                                    \log\cosh((a-\frac12)\varepsilon)`
+``max_kl_eps_dp(eps)``              :math:`\varepsilon\tanh(\varepsilon/2)`          (22) exact
+``max_tv_eps_dp(eps, n)``           TV of :math:`n`-fold RR (binomial sum)           (42) n=1
+``max_tv_eps_delta_dp(eps, d)``     :math:`\delta + (1-\delta)\tanh(\varepsilon/2)`  (40) aims
+``max_tv_chernoff(c)``              :math:`\sqrt{1 - e^{-2c}}`                       (41) aims
+``max_tv_eps_dp_chernoff_bound``    :math:`\sqrt{1-\mathrm{sech}^{2n}(\varepsilon/2)}`
+==================================  ===============================================  ===========
+
+All functions are pure ``jax.numpy``: they broadcast, ``jit``, ``vmap`` and differentiate, and
+the output dtype follows the input (float32 works; integers promote to the default float).
+Negative ``eps`` (or ``c``, ``delta`` outside ``[0, 1]``, a non-integer or ``n < 1``) raises
+``ValueError`` naming the argument when the value is concrete; under tracing no value check is
+made. Units are nats.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+import math
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax.typing import ArrayLike
+
+__all__ = [
+    "max_chernoff_eps_dp",
+    "max_kl_eps_dp",
+    "max_neg_log_bc_eps_dp",
+    "max_tv_chernoff",
+    "max_tv_eps_delta_dp",
+    "max_tv_eps_dp",
+    "max_tv_eps_dp_chernoff_bound",
+]
+
+_LOG2 = math.log(2.0)
+_LOG_2PI = math.log(2.0 * math.pi)
+
+# ---------------------------------------------------------------------------------------------
+# Input handling (shared with jaxdp.paper).
+
+
+def _is_traced(x: object) -> bool:
+    return isinstance(x, jax.core.Tracer)
+
+
+def _inexact(*xs: ArrayLike) -> tuple[jax.Array, ...]:
+    """Promote all arguments to one common inexact dtype (ints -> default float)."""
+    dtype = jnp.result_type(*xs, float)
+    return tuple(jnp.asarray(x, dtype) for x in xs)
+
+
+def _check_range(
+    x: ArrayLike, name: str, *, lower: float = 0.0, upper: float | None = None, strict: bool = False
+) -> None:
+    """Raise ``ValueError`` naming ``name`` if a concrete ``x`` leaves its range (NaN passes)."""
+    if _is_traced(x):
+        return
+    v = np.asarray(x)
+    if v.dtype.kind not in "biuf":
+        raise TypeError(f"{name} must be real, got dtype {v.dtype}")
+    bad = (v <= lower) if strict else (v < lower)
+    if upper is not None:
+        bad = bad | (v > upper)
+    if np.any(bad):
+        rel = ">" if strict else ">="
+        rng = f"{rel} {lower}" + ("" if upper is None else f" and <= {upper}")
+        raise ValueError(f"{name} must be {rng}, got {v[bad].ravel()[0]!r}")
+
+
+def _check_count(n: ArrayLike, name: str = "n") -> None:
+    """Raise ``ValueError`` naming ``name`` unless a concrete ``n`` holds integers >= 1."""
+    if _is_traced(n):
+        return
+    v = np.asarray(n)
+    if v.dtype.kind not in "iuf":
+        raise TypeError(f"{name} must be an integer count, got dtype {v.dtype}")
+    bad = ~np.isfinite(v) | (v < 1) | (v != np.round(v))
+    if np.any(bad):
+        raise ValueError(f"{name} must be an integer >= 1, got {v[bad].ravel()[0]!r}")
+
+
+def _nonnegative(x: ArrayLike, name: str) -> None:
+    _check_range(x, name)
+
+
+def _positive(x: ArrayLike, name: str) -> None:
+    _check_range(x, name, strict=True)
+
+
+def _unit_interval(x: ArrayLike, name: str) -> None:
+    _check_range(x, name, upper=1.0)
+
+
+def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
+    """Decorator: value checks on the named arguments (skipped for tracers), then a jitted body.
+
+    The body is compiled once per input shape/dtype, so eager calls are cheap; under an outer
+    ``jit``/``vmap``/``grad`` the arguments are tracers, the checks are skipped and the inner
+    ``jit`` is inlined.
+    """
+
+    def decorate(fn: Callable) -> Callable:
+        kernel = jax.jit(fn)
+        signature = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            bound = signature.bind(*args, **kwargs)
+            for name, check in checks.items():
+                if name in bound.arguments:
+                    check(bound.arguments[name], name)
+            return kernel(*args, **kwargs)
+
+        return wrapper
+
+    return decorate
+
+
+# ---------------------------------------------------------------------------------------------
+# Stable kernels.
+
+
+def _logcosh(x: jax.Array) -> jax.Array:
+    r"""``log cosh x`` with relative accuracy for all ``x`` (no overflow, no cancellation).
+
+    For ``|x| < 1`` it uses :math:`\log(1 + 2\sinh^2(x/2))` (``sinh`` is accurate near 0), else
+    :math:`|x| + \log(1 + e^{-2|x|}) - \log 2`. Both branches get safe inputs ("double where").
+    """
+    ax = jnp.abs(x)
+    small = ax < 1
+    xs = jnp.where(small, ax, 0.0)
+    xl = jnp.where(small, 1.0, ax)
+    s = jnp.sinh(0.5 * xs)
+    return jnp.where(small, jnp.log1p(2 * s * s), xl + jnp.log1p(jnp.exp(-2 * xl)) - _LOG2)
+
+
+def _logcosh_over_square(x: jax.Array) -> jax.Array:
+    """``log cosh(x) / x**2`` for moderate ``|x|`` (< 300), smooth through 0 where it is 1/2.
+
+    Uses ``log cosh x = log1p(u)``, ``u = 2 sinh(x/2)**2``, written as
+    ``(sinh(h)/h)**2 / 2 * log1p(u)/u`` with ``h = x/2`` so nothing divides by 0.
+    """
+    nonzero = x != 0
+    h = jnp.where(nonzero, 0.5 * x, 1.0)
+    s = jnp.sinh(h)
+    u = 2 * s * s
+    return jnp.where(nonzero, 0.5 * (s / h) ** 2 * (jnp.log1p(u) / u), 0.5)
+
+
+def _one_minus_exp_neg_over(y: jax.Array) -> jax.Array:
+    """``(1 - exp(-y)) / y`` for ``y >= 0``, equal to 1 at ``y = 0`` (finite gradient)."""
+    zero = y == 0
+    ys = jnp.where(zero, 1.0, y)
+    return jnp.where(zero, 1.0, -jnp.expm1(-ys) / ys)
+
+
+# ---------------------------------------------------------------------------------------------
+# Divergences.
+
+
+@_checked(eps=_nonnegative)
+def max_chernoff_eps_dp(eps: ArrayLike) -> jax.Array:
+    r"""Largest Chernoff information of an :math:`\varepsilon`-DP pair.
+
+    .. math::
+
+        \sup_{|\log dP/dQ| \le \varepsilon} C(P, Q) = \log\cosh(\varepsilon / 2),
+
+    attained by binary randomized response at :math:`\alpha^* = 1/2` (see the module docstring
+    for why RR is extremal). This is the exact quantity the paper's (30)-(32) and (72) try to
+    bound; see :mod:`jaxdp.paper` for how far they are from it. For small ``eps`` the value is
+    :math:`\varepsilon^2/8 - \varepsilon^4/192 + \dots`; for large ``eps`` it is
+    :math:`\varepsilon/2 - \log 2`.
+
+    Accuracy (measured against mpmath): float64 relative error < 1e-15 for ``eps`` in
+    ``[1e-10, 1e4]``; float32 relative error < 3e-7 on the same range.
+
+    Args:
+        eps: pure DP parameter(s), ``>= 0``; any shape.
+
+    Returns:
+        Array like ``eps``: the supremum, in nats.
+    """
+    (eps,) = _inexact(eps)
+    return _logcosh(0.5 * eps)
+
+
+@_checked(eps=_nonnegative, alpha=_unit_interval)
+def max_neg_log_bc_eps_dp(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Largest :math:`-\log C_\alpha(P, Q)` (skewed Bhattacharyya distance) of an eps-DP pair.
+
+    .. math::
+
+        \sup_{|\log dP/dQ| \le \varepsilon} -\log \int p^\alpha q^{1-\alpha}
+        = \log\frac{1 + e^{\varepsilon}}{e^{\alpha\varepsilon} + e^{(1-\alpha)\varepsilon}}
+        = \log\cosh\frac{\varepsilon}{2} - \log\cosh\big((\alpha - \tfrac12)\varepsilon\big),
+
+    attained by randomized response for every ``alpha`` in ``[0, 1]`` simultaneously (because
+    :math:`z^\alpha` is concave, the two-point law minimises :math:`\mathbb{E}_Q Z^\alpha`). Its
+    maximum over ``alpha`` is :func:`max_chernoff_eps_dp`; its slopes at ``alpha = 0`` and ``1``
+    are :math:`\pm` :func:`max_kl_eps_dp`. This is the exact quantity that the paper's (56)
+    tries to bound (:func:`jaxdp.paper.eq56`).
+
+    Accuracy: absolute error a few ulp of ``log cosh(eps/2)``; relative accuracy therefore
+    degrades like ``1/min(alpha, 1 - alpha)`` as ``alpha`` approaches 0 or 1 (where the value
+    goes to 0).
+
+    Args:
+        eps: pure DP parameter(s), ``>= 0``.
+        alpha: skew parameter(s) in ``[0, 1]``; broadcasts with ``eps``.
+
+    Returns:
+        Array of the broadcast shape, in nats.
+    """
+    eps, alpha = _inexact(eps, alpha)
+    return _logcosh(0.5 * eps) - _logcosh((alpha - 0.5) * eps)
+
+
+@_checked(eps=_nonnegative)
+def max_kl_eps_dp(eps: ArrayLike) -> jax.Array:
+    r"""Largest KL divergence of an :math:`\varepsilon`-DP pair.
+
+    .. math::
+
+        \sup_{|\log dP/dQ| \le \varepsilon} D(P \| Q) = \varepsilon \tanh(\varepsilon / 2)
+        = \varepsilon \frac{e^{\varepsilon} - 1}{e^{\varepsilon} + 1},
+
+    attained by randomized response (in both directions). This is the paper's eq. (22), which
+    is correct (:func:`jaxdp.paper.eq22` evaluates the printed form). It is also the slope of
+    :func:`max_neg_log_bc_eps_dp` at ``alpha = 0``.
+
+    Accuracy: float64 relative error < 1e-15, float32 < 3e-7, ``eps`` in ``[1e-10, 1e4]``.
+
+    Args:
+        eps: pure DP parameter(s), ``>= 0``.
+
+    Returns:
+        Array like ``eps``, in nats.
+    """
+    (eps,) = _inexact(eps)
+    return eps * jnp.tanh(0.5 * eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Total variation = best membership-inference advantage (TPR - FPR).
+
+
+@_checked(c=_nonnegative)
+def max_tv_chernoff(c: ArrayLike) -> jax.Array:
+    r"""Largest total variation (best advantage) of a pair with Chernoff information ``c``.
+
+    .. math::
+
+        \mathrm{TV}(P, Q) \le \sqrt{1 - e^{-2c}}, \qquad c = C(P, Q).
+
+    Proof: :math:`1 - \mathrm{TV} = \int \min(p, q)` and the Bhattacharyya coefficient satisfies
+    :math:`\mathrm{BC}^2 \le (\int\min(p,q))(\int\max(p,q)) = 1 - \mathrm{TV}^2`, with
+    :math:`\mathrm{BC} = C_{1/2} \ge e^{-c}`. Tight: randomized response with
+    :math:`c = \log\cosh(\varepsilon/2)` has :math:`\mathrm{TV} = \tanh(\varepsilon/2) =
+    \sqrt{1 - e^{-2c}}`. Every pair also has :math:`\mathrm{TV} \ge 1 - e^{-c}`, so the paper's
+    Theorem 5 bound (41), :math:`1 - e^{-\varepsilon}`, is *not* an upper bound when
+    :math:`\varepsilon` is a Chernoff-DP budget (it is a lower bound on the worst case).
+
+    Computed as ``sqrt(-expm1(-2 c))``: relative accuracy for tiny ``c``; float32 relative
+    error < 3e-7. The derivative at ``c = 0`` is infinite (true value).
+
+    Args:
+        c: Chernoff information(s) in nats, ``>= 0``.
+
+    Returns:
+        Array like ``c`` with values in ``[0, 1]``.
+    """
+    (c,) = _inexact(c)
+    return jnp.sqrt(-jnp.expm1(-2 * c))
+
+
+@_checked(eps=_nonnegative, delta=_unit_interval)
+def max_tv_eps_delta_dp(eps: ArrayLike, delta: ArrayLike) -> jax.Array:
+    r"""Largest total variation (best advantage) of an :math:`(\varepsilon, \delta)`-DP pair.
+
+    .. math::
+
+        \sup \mathrm{TV}(P, Q) = \delta + (1 - \delta)\tanh(\varepsilon / 2)
+        = \frac{e^{\varepsilon} - 1 + 2\delta}{e^{\varepsilon} + 1}.
+
+    Proof: with :math:`x = Q(A)`, :math:`y = P(A)`, the constraints :math:`y \le e^\varepsilon x
+    + \delta` and :math:`1 - x \le e^\varepsilon (1 - y) + \delta` bound :math:`y - x` by the
+    value at their intersection; the extremal 4-point mechanism of Kairouz et al. attains it.
+    For ``delta = 0`` this is the paper's (42). The paper's (40) (Erlingsson et al.) exceeds it
+    by :math:`(1-\delta)(1 - e^{-\varepsilon} - \tanh(\varepsilon/2)) \ge 0`.
+
+    Args:
+        eps: DP parameter(s), ``>= 0``.
+        delta: DP parameter(s) in ``[0, 1]``; broadcasts with ``eps``.
+
+    Returns:
+        Array of the broadcast shape with values in ``[0, 1]``.
+    """
+    eps, delta = _inexact(eps, delta)
+    return delta + (1 - delta) * jnp.tanh(0.5 * eps)
+
+
+@_checked(eps=_nonnegative, n=_check_count)
+def max_tv_eps_dp_chernoff_bound(eps: ArrayLike, n: ArrayLike = 1) -> jax.Array:
+    r"""Chernoff upper bound on the best advantage against ``n``-fold composed eps-DP.
+
+    .. math::
+
+        \sqrt{1 - \mathrm{sech}(\varepsilon/2)^{2n}}
+        = \sqrt{1 - e^{-2 n \log\cosh(\varepsilon/2)}}
+        \;\ge\; \texttt{max\_tv\_eps\_dp(eps, n)},
+
+    i.e. :func:`max_tv_chernoff` of :math:`n` times :func:`max_chernoff_eps_dp` (Chernoff
+    information is additive over i.i.d. composition and RR is extremal for every factor). It is
+    tight at ``n = 1`` (equals :math:`\tanh(\varepsilon/2)`, the paper's (42)) and loose for
+    ``n > 1``; :func:`max_tv_eps_dp` is the exact value.
+
+    Evaluated without cancellation: for :math:`y = 2n\log\cosh(\varepsilon/2) \le 1` as
+    :math:`(\varepsilon/2)\sqrt{2n\,g(\varepsilon/2)\,(1-e^{-y})/y}` with
+    :math:`g(x) = \log\cosh(x)/x^2`, so relative accuracy holds for tiny ``eps`` and huge ``n``
+    and the derivative at ``eps = 0`` is the true :math:`\sqrt{n}/2`.
+    Measured: float64 relative error < 1e-15; float32 < 1e-6 (``eps`` in ``[1e-10, 1e4]``,
+    ``n`` up to 1e6).
+
+    Args:
+        eps: pure DP parameter(s), ``>= 0``.
+        n: number of composed mechanisms, integer ``>= 1`` (may be an array that broadcasts
+            with ``eps``, and may be traced).
+
+    Returns:
+        Array of the broadcast shape with values in ``[0, 1]``.
+    """
+    (eps,) = _inexact(eps)
+    n = jnp.asarray(n, eps.dtype)
+    x = 0.5 * eps
+    y = 2 * n * _logcosh(x)
+    big = y > 1  # else |x| < 1.1: the product form below is safe
+    direct = jnp.sqrt(-jnp.expm1(-jnp.where(big, y, 1.0)))
+    xs = jnp.where(big, 0.0, x)
+    ys = jnp.where(big, 0.0, y)
+    small = jnp.abs(xs) * jnp.sqrt(2 * n * _logcosh_over_square(xs) * _one_minus_exp_neg_over(ys))
+    return jnp.where(big, direct, small)
+
+
+# Stirling-series error log(k!) - log(sqrt(2 pi k) (k/e)^k) for k = 1..15 (mpmath, 40 digits).
+_STIRLERR = (
+    0.0,  # k = 0: unused (masked)
+    0.08106146679532726,
+    0.0413406959554093,
+    0.02767792568499834,
+    0.020790672103765093,
+    0.016644691189821193,
+    0.013876128823070748,
+    0.01189670994589177,
+    0.010411265261972096,
+    0.009255462182712733,
+    0.00833056343336287,
+    0.007573675487951841,
+    0.00694284010720953,
+    0.006408994188004207,
+    0.0059513701127588475,
+    0.005554733551962801,
+)
+
+
+def _stirlerr(k: jax.Array) -> jax.Array:
+    """Stirling error of ``k!`` for integer-valued ``k >= 1`` (table below 16, series above)."""
+    table = jnp.asarray(_STIRLERR, k.dtype)[jnp.clip(k, 0, 15).astype(jnp.int32)]
+    r = 1 / jnp.maximum(k, 16.0)
+    r2 = r * r
+    series = r * (1 / 12 - r2 * (1 / 360 - r2 * (1 / 1260 - r2 * (1 / 1680 - r2 / 1188))))
+    return jnp.where(k <= 15, table, series)
+
+
+def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array) -> jax.Array:
+    """Deviance ``x log(x/m) + m - x >= 0`` for ``x >= 1`` (Loader 2000), also when ``x ~ m``.
+
+    Near ``x = m``, with ``v = (x - m)/(x + m)``, it is ``(x - m) v + 2x sum_{j>=1}
+    v^{2j+1}/(2j+1)`` (no cancellation); elsewhere the direct form loses at most ~1/|v| ulp.
+    ``m`` is passed directly (``exp(log m)`` would cost ``|log m|`` ulp of ``x - m``) and
+    ``log m`` separately, used only where ``m`` underflows to 0.
+    """
+    d = x - m
+    near = jnp.abs(d) < 0.1 * (x + m)
+    v = jnp.where(near, d / (x + m), 0.0)
+    v2 = v * v
+    acc = jnp.full_like(v, 1 / 21)
+    for j in range(9, 0, -1):  # Horner; v^2 < 0.01 so 10 terms reach 1e-20 relative
+        acc = 1 / (2 * j + 1) + v2 * acc
+    series = d * v + 2 * x * v * v2 * acc
+    positive = m > 0
+    log_ratio = jnp.where(positive, jnp.log(x / jnp.where(positive, m, 1.0)), jnp.log(x) - log_m)
+    return jnp.where(near, series, x * log_ratio + m - x)
+
+
+def _binom_log_pmf(k: jax.Array, n: jax.Array, eps: jax.Array) -> jax.Array:
+    """log Bin(k; n, p), ``p = e^eps/(1 + e^eps)``, integer-valued ``1 <= k <= n`` (Loader 2000).
+
+    Saddle-point form: all intermediate terms are O(1) (no ``lgamma(n)`` of size ``n log n``),
+    so the pmf keeps its relative accuracy in float32 for ``n = 1e4``.
+    """
+    k, n, eps = jnp.broadcast_arrays(k, n, eps)
+    inner = k < n
+    # (k, n - k) against (n p, n q), stacked on a leading axis so each kernel appears once
+    x = jnp.stack([jnp.where(inner, k, 1.0), jnp.where(inner, n - k, 1.0)])
+    signed = jnp.stack([eps, -eps])
+    log_n = jnp.log(n)
+    log_m = log_n - jax.nn.softplus(-signed)  # log(n p), log(n q)
+    lp = (
+        _stirlerr(n)
+        - jnp.sum(_stirlerr(x) + _bd0(x, n * jax.nn.sigmoid(signed), log_m) + 0.5 * jnp.log(x), 0)
+        + 0.5 * (log_n - _LOG_2PI)
+    )
+    return jnp.where(inner, lp, -n * jax.nn.softplus(-eps))  # k = n: n log p
+
+
+def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
+    r"""Exact best advantage (total variation) against ``n``-fold composition of eps-DP.
+
+    .. math::
+
+        \sup \mathrm{TV}\Big(\textstyle\bigotimes_{i=1}^n P_i, \bigotimes_{i=1}^n Q_i\Big)
+        = \mathrm{TV}(\mathrm{Bin}(n, p), \mathrm{Bin}(n, 1-p))
+        = \sum_{k > n/2} \binom{n}{k} p^k (1-p)^{n-k}\big(1 - e^{-(2k-n)\varepsilon}\big),
+
+    with :math:`p = e^{\varepsilon}/(1 + e^{\varepsilon})`: the TV of ``n``-fold randomized
+    response, which is the worst case also under adaptive composition (Kairouz, Oh & Viswanath
+    2015). For ``n = 1`` it is :math:`\tanh(\varepsilon/2)`, the paper's (42); the paper's (41)
+    and (40) with ``delta = 0`` (:math:`1 - e^{-\varepsilon}`) are valid but loose there.
+    :func:`max_tv_eps_dp_chernoff_bound` is a looser closed-form bound for ``n > 1``.
+
+    Evaluated as :math:`\varepsilon \sum_k \exp[\log \mathrm{Bin}(k; n, p) + \log(2k - n)
+    + \log r((2k-n)\varepsilon)]` with :math:`r(x) = (1 - e^{-x})/x`: every term
+    is positive (no cancellation, so tiny TV such as ``eps = 1e-8`` keeps full relative
+    accuracy), the binomial pmf uses Loader's saddle-point form, and the derivative at
+    ``eps = 0`` is finite. Cost and memory are ``O(size(eps) * n)``.
+
+    Measured against an mpmath binomial sum (40 digits) for ``n`` in ``{1, ..., 1e4}`` and
+    ``eps`` in ``[1e-8, 50]``: float64 relative error < 1e-14; float32 relative error grows like
+    ``1e-7 sqrt(n)``: < 3e-7 for ``n <= 3``, < 1e-5 for ``n <= 1e4``.
+
+    Args:
+        eps: pure DP parameter(s) of each mechanism, ``>= 0``; any shape.
+        n: number of composed mechanisms: a Python int ``>= 1`` or a *concrete* integer array
+            that broadcasts with ``eps`` (it sets the static length of the sum, so it cannot be
+            traced; pass it as a static argument under ``jit``). An array ``n`` sums over
+            ``k`` up to ``max(n)`` with per-element masks.
+
+    Returns:
+        Array of the broadcast shape of ``eps`` and ``n``, values in ``[0, 1]``.
+
+    Raises:
+        ValueError: ``eps`` negative or ``n`` not an integer ``>= 1`` (concrete values).
+        TypeError: ``n`` is traced.
+    """
+    if _is_traced(n):
+        raise TypeError("n must be concrete (a static Python int or integer array), not traced")
+    _check_range(eps, "eps")
+    _check_count(n)
+    n_np = np.asarray(n)
+    k_lo = int(n_np.min()) // 2 + 1
+    terms = 1 << max(3, (int(n_np.max()) - k_lo).bit_length())  # >= count, bucketed: few compiles
+    return _max_tv_eps_dp(eps, n_np, k_lo, terms=terms)
+
+
+@functools.partial(jax.jit, static_argnames="terms")
+def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int) -> jax.Array:
+    """Kernel of :func:`max_tv_eps_dp`: the sum over ``k_lo <= k < k_lo + terms``, masked."""
+    (eps,) = _inexact(eps)
+    k = k_lo + jnp.arange(terms, dtype=eps.dtype)
+    n = jnp.asarray(n, eps.dtype)[..., None]
+    e = eps[..., None]
+    valid = (2 * k > n) & (k <= n)
+    ks = jnp.where(valid, k, n)  # k = n is always a valid term
+    m = 2 * ks - n
+    log_terms = (
+        _binom_log_pmf(ks, n, e)
+        + jnp.log(m)
+        + jnp.log(_one_minus_exp_neg_over(m * jnp.where(jnp.isinf(e), 1.0, e)))
+    )
+    # terms <= n: no overflow; the eps factor is outside, so no underflow that matters
+    tv = eps * jnp.sum(jnp.where(valid, jnp.exp(log_terms), 0.0), axis=-1)
+    return jnp.where(jnp.isinf(eps), 1.0, jnp.minimum(tv, 1.0))  # rounding can give 1 + ulp

@@ -1,0 +1,498 @@
+r"""Exact best membership-inference advantage under composition (paper Section VI).
+
+The best advantage of a membership-inference adversary who sees the outputs of a mechanism
+run on one of two neighbouring inputs is (paper eqs. (36)-(38))
+
+.. math::
+
+   \mathrm{Adv} = \max_{\text{tests}} (\mathrm{TPR} - \mathrm{FPR})
+   = \mathrm{TV}(P, Q) = \sup_A \big(P(A) - Q(A)\big),
+
+attained by the likelihood-ratio test :math:`A = \{p > q\}`. Under ``n``-fold composition
+the two output distributions are the products :math:`P^n` and :math:`Q^n`. This module gives
+that number exactly for the Laplace, Gaussian and binary randomized-response mechanisms, and
+sets it beside the paper's bounds (39)-(42).
+"""
+
+from __future__ import annotations
+
+import decimal
+import functools
+import math
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from jaxdp._checks import as_inexact, check_positive, is_concrete
+from jaxdp.conversions import max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
+
+__all__ = [
+    "LaplaceAdvantage",
+    "MembershipBounds",
+    "best_advantage_gaussian",
+    "best_advantage_laplace",
+    "best_advantage_randomized_response",
+    "membership_bounds",
+]
+
+
+class LaplaceAdvantage(NamedTuple):
+    """Best advantage against the ``n``-fold Laplace mechanism, with its error bound.
+
+    Attributes:
+        value: the total variation :math:`\\mathrm{TV}(P^n, Q^n)` (dimensionless, in [0, 1]).
+        error_bound: a bound on ``|value - exact|``: the Gauss-Legendre remainder bound
+            (rigorous in exact arithmetic) plus a first-order worst-case rounding bound for
+            the dtype, capped by the length :math:`e^{-\varepsilon/2}` of the a-priori
+            interval. See :func:`best_advantage_laplace`.
+    """
+
+    value: jax.Array
+    error_bound: jax.Array
+
+
+class MembershipBounds(NamedTuple):
+    r"""Bounds on the membership advantage for ``n``-fold composition of ``eps``-DP.
+
+    The paper's four bounds are evaluated, as in its Figures 4-5, at the composed budget
+    :math:`n\varepsilon`; ``exact`` and ``chernoff_tight`` are the exact worst case and the
+    tight Chernoff-information bound for the composition itself.
+
+    Attributes:
+        yeom: eq. (39), :math:`e^{n\varepsilon} - 1` (Yeom et al.).
+        erlingsson: eq. (40), :math:`1 - e^{-n\varepsilon} + \delta e^{-n\varepsilon}`.
+        chernoff_paper: eq. (41) (the paper's Theorem 5), :math:`1 - e^{-n\varepsilon}`.
+        bayes_security: eq. (42), :math:`(e^{n\varepsilon} - 1)/(e^{n\varepsilon} + 1)
+            = \tanh(n\varepsilon/2)`.
+        exact: the exact best advantage against ``n``-fold composition of ``eps``-DP, i.e.
+            the TV of ``n``-fold binary randomized response (a binomial sum).
+        chernoff_tight: :math:`\sqrt{1 - \mathrm{sech}(\varepsilon/2)^{2n}}`, the tight bound
+            via Chernoff information :math:`n \log\cosh(\varepsilon/2)`.
+    """
+
+    yeom: jax.Array
+    erlingsson: jax.Array
+    chernoff_paper: jax.Array
+    bayes_security: jax.Array
+    exact: jax.Array
+    chernoff_tight: jax.Array
+
+
+# --------------------------------------------------------------------------------------------
+# Input checks
+# --------------------------------------------------------------------------------------------
+
+
+def _check_n(n) -> int:
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)):
+        raise TypeError(f"n must be a Python int (static), got {type(n).__name__}")
+    if n < 1:
+        raise ValueError(f"n must be >= 1, got {n}")
+    return int(n)
+
+
+def _check_nonnegative(name: str, x) -> None:
+    if is_concrete(x):
+        v = np.asarray(jax.device_get(x))
+        if np.isnan(v).any():
+            raise ValueError(f"{name} contains NaN")
+        if (v < 0).any():
+            raise ValueError(f"{name} must be >= 0, got {v[v < 0].flat[0]}")
+
+
+# --------------------------------------------------------------------------------------------
+# Laplace: exact n-fold total variation
+# --------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=32)
+def _gauss_legendre_unit(nodes: int):
+    """Gauss-Legendre nodes and weights on ``[0, 1]``, correctly rounded to float64.
+
+    ``numpy.polynomial.legendre.leggauss`` weights carry relative errors up to ~1e-13 for
+    ~100 nodes, which would dominate the error budget here; so its nodes are polished by
+    Newton's method on the Legendre three-term recurrence in 36-digit ``decimal``
+    arithmetic (stdlib; cached, ~0.2 s for 100 nodes).
+    """
+    x0, _ = np.polynomial.legendre.leggauss(nodes)
+    sigma = np.empty(nodes)
+    weight = np.empty(nodes)
+    with decimal.localcontext() as ctx:
+        ctx.prec = 36
+        one = decimal.Decimal(1)
+        for i in range((nodes + 1) // 2):
+            x = decimal.Decimal(float(x0[i]))
+            for it in range(5):
+                p0, p1 = one, x
+                for m in range(2, nodes + 1):
+                    p0, p1 = p1, ((2 * m - 1) * x * p1 - (m - 1) * p0) / m
+                dp = nodes * (p0 - x * p1) / (one - x * x)
+                if it < 4:
+                    x -= p1 / dp
+            w = 2 / ((one - x * x) * dp * dp)
+            sigma[i], sigma[nodes - 1 - i] = float((1 + x) / 2), float((1 - x) / 2)
+            weight[i] = weight[nodes - 1 - i] = float(w / 2)
+    return sigma, weight
+
+
+@functools.lru_cache(maxsize=32)
+def _gauss_bernstein(n: int, nodes: int):
+    """Static tables for the final quadrature of the ``n``-fold Laplace computation.
+
+    Returns ``(sigma, weight, basis, log_cheb)``: for each cell ``i < n/2`` (length
+    ``l_i = min(1, n/2 - i)``) the Gauss-Legendre nodes ``sigma_iq`` in ``[0, l_i]`` and
+    weights (shape ``(cells, nodes)``); the degree-``n - 1`` Bernstein basis at the nodes
+    (shape ``(cells, nodes, n)``) from the recurrence
+    ``B_{j,d} = sigma B_{j-1,d-1} + (1 - sigma) B_{j,d-1}`` (non-negative weights, so
+    accurate to a few ulp); and ``log(8 (l_i/4)^R / R!)``, ``R = 2 nodes - n + 1``, the
+    eps-free part of the remainder bound (see :func:`_laplace_tv_dp`).
+    """
+    cells = (n + 1) // 2
+    unit_sigma, unit_weight = _gauss_legendre_unit(nodes)
+    length = np.minimum(1.0, n / 2.0 - np.arange(cells))[:, None]
+    sigma = length * unit_sigma
+    weight = length * unit_weight
+    basis = np.ones(sigma.shape + (1,))
+    zero = np.zeros(sigma.shape + (1,))
+    for _ in range(1, n):
+        s = sigma[..., None]
+        basis = s * np.concatenate([zero, basis], -1) + (1.0 - s) * np.concatenate(
+            [basis, zero], -1
+        )
+    order = 2 * nodes - n + 1
+    log_cheb = math.log(8.0) + order * np.log(length[:, 0] / 4.0) - math.lgamma(order + 1)
+    return sigma, weight, basis, log_cheb
+
+
+@functools.partial(jax.jit, static_argnums=(1, 2))
+def _laplace_tv_dp(eps, n: int, nodes: int):
+    r"""``n``-fold Laplace TV by an exact piecewise-polynomial recursion plus Gauss-Legendre.
+
+    See :func:`best_advantage_laplace` for the math. ``eps``: float array (any shape), finite
+    and ``>= 0``; ``nodes >= n/2`` so that the quadrature is exact for the polynomial part.
+    Returns ``(value, error_bound)`` of the shape of ``eps``.
+
+    Remainder bound: Gauss-Legendre with ``Q`` nodes integrates ``p * q`` exactly for any
+    polynomial ``q`` of degree ``2Q - 1 - deg p``, so on a cell of length ``l``
+    ``|I(p w) - G(p w)| <= 2 ||w - q||_inf I(p)`` for ``p >= 0``. Taking for ``q`` the
+    Chebyshev interpolant of degree ``R - 1`` (``R = 2Q - n + 1``) of the weight
+    ``w(sigma) = e^{-eps sigma} (1 - e^{-2 eps (c - sigma)})``, whose derivatives obey
+    ``|w^(R)| <= 2 eps^R``, gives ``||w - q|| <= 4 (eps l / 4)^R / R!``.
+    """
+    dtype = eps.dtype
+    cells = (n + 1) // 2  # cells [i, i + 1) and atoms at i, for i < n / 2
+    deg = n - 1  # final polynomial degree
+    e = jnp.exp(-eps)
+    half_eps = 0.5 * eps
+    batch = eps.shape
+    j = jnp.arange(deg + 1)
+    jf = j.astype(dtype)
+
+    def shift(x, axis):
+        # index i receives the old value at i - 1 (zero at i = 0)
+        pad = [(0, 0)] * x.ndim
+        pad[axis] = (1, 0)
+        return jax.lax.slice_in_dim(jnp.pad(x, pad), 0, x.shape[axis], axis=axis)
+
+    # pi_1 = zeta: atoms 1/2 at u = 0 and e^{-eps}/2 at u = 1, density (eps/2) e^{-eps u}.
+    atoms = jnp.zeros(batch + (cells,), dtype).at[..., 0].set(0.5)
+    if cells > 1:
+        atoms = atoms.at[..., 1].set(0.5 * e)
+    coef = jnp.zeros(batch + (cells, deg + 1), dtype).at[..., 0, 0].set(half_eps)
+    e_c = e[..., None, None]
+    he_c = half_eps[..., None, None]
+
+    def step(r, state):
+        # pi_{r+1} = pi_r * zeta; the cell polynomials go from degree r - 1 to degree r.
+        atoms, coef = state
+        rf = jnp.asarray(r, dtype)
+        inside = j <= r
+        lower = shift(coef, -1)
+        # degree elevation (weights j/r and 1 - j/r, both >= 0 where it matters)
+        elev = (jf / rf) * lower + jnp.where(inside, 1.0 - jf / rf, 0.0) * coef
+        # int_0^tau p and int_tau^1 p as degree-r Bernstein coefficients (partial sums / r)
+        head = jnp.where(inside, jnp.cumsum(lower, axis=-1), 0.0) / rf
+        tail = jnp.flip(jnp.cumsum(jnp.flip(coef, -1), axis=-1), -1) / rf
+        const = jnp.where(inside, atoms[..., None], 0.0)
+        new_coef = 0.5 * (elev + e_c * shift(elev, -2)) + he_c * (
+            head + e_c * shift(tail, -2) + const
+        )
+        new_atoms = 0.5 * (atoms + e[..., None] * shift(atoms, -1))
+        return new_atoms, new_coef
+
+    atoms, coef = jax.lax.fori_loop(1, n, step, (atoms, coef))
+
+    sigma, weight, basis, log_cheb = _gauss_bernstein(n, nodes)
+    t = n / 2.0
+    sigma = jnp.asarray(sigma, dtype)
+    weight = jnp.asarray(weight, dtype)
+    start = jnp.arange(cells, dtype=dtype)[:, None]
+    # p_i(sigma_iq) >= 0, as sums of non-negative terms
+    poly = jnp.einsum("...ij,iqj->...iq", coef, jnp.asarray(basis, dtype))
+    eps_c = eps[..., None, None]
+    w = jnp.exp(-eps_c * sigma) * -jnp.expm1(-2.0 * eps_c * (t - start - sigma))
+    continuous = jnp.sum(weight * w * poly, axis=(-2, -1))
+    k = jnp.arange(cells, dtype=dtype)
+    discrete = jnp.sum(atoms * -jnp.expm1(-2.0 * eps[..., None] * (t - k)), axis=-1)
+    value = discrete + continuous
+
+    # Remainder bound: 8 (eps l / 4)^R / R! * int_0^l p_i, summed over cells.
+    mass = jax.lax.stop_gradient(jnp.sum(weight * poly, axis=-1))
+    eps_sg = jax.lax.stop_gradient(eps)
+    order = 2 * nodes - n + 1
+    log_rem = jnp.asarray(log_cheb, dtype) + order * jnp.log(eps_sg)[..., None] + jnp.log(mass)
+    quad_bound = jnp.sum(jnp.exp(log_rem), axis=-1)
+    # First-order rounding bound: every operation combines non-negative terms, so each
+    # stored number carries a relative error of at most (number of roundings on its path) u.
+    n_ops = (n - 1) * (n // 2 + 10) + 3 * n + cells * nodes + 12
+    round_bound = n_ops * (jnp.finfo(dtype).eps / 2) * jax.lax.stop_gradient(value)
+    return value, quad_bound + round_bound
+
+
+def best_advantage_laplace(
+    epsilon, n: int = 1, *, sensitivity=1.0, quadrature_nodes: int | None = None
+) -> LaplaceAdvantage:
+    r"""Exact best membership advantage against ``n`` releases of the Laplace mechanism.
+
+    With :math:`b = s/\varepsilon` (``s = sensitivity``),
+
+    .. math::
+
+       \mathrm{Adv}_n(\varepsilon) = \mathrm{TV}\big(\mathrm{Lap}(0, b)^{\otimes n},
+       \mathrm{Lap}(s, b)^{\otimes n}\big)
+       = \mathbb{E}_P\big[(1 - e^{-L_n})_+\big],
+
+    where :math:`L_n` is the ``n``-fold privacy loss. It depends on :math:`\varepsilon`
+    only (scale invariance), so ``sensitivity`` merely has to be positive and broadcast.
+    For ``n = 1``, :math:`\mathrm{Adv}_1 = 1 - e^{-\varepsilon/2}` (used directly).
+
+    **Method.** In units of ``b`` the per-release loss is :math:`\ell = \varepsilon -
+    2\varepsilon Z` with :math:`Z = \mathrm{clip}(X, 0, \varepsilon)/\varepsilon`,
+    :math:`X \sim \mathrm{Lap}(0, 1)` under :math:`P` — so :math:`Z \in [0, 1]` has law
+    :math:`\zeta = \tfrac12\delta_0 + \tfrac12 e^{-\varepsilon}\delta_1 +
+    \tfrac{\varepsilon}{2}e^{-\varepsilon u}\,du` on ``(0, 1)``, i.e. the privacy-loss
+    distribution has atoms at :math:`\pm\varepsilon` and an exponentially tilted uniform
+    part. The law of :math:`S_n = \sum Z_i` is :math:`\zeta^{*n}`: atoms at the integers and
+    a density :math:`e^{-\varepsilon u} p_i(u - i)` on each cell :math:`[i, i + 1)`, with
+    :math:`p_i` a polynomial of degree :math:`n - 1` (exponential tilts multiply under
+    convolution, so only Irwin-Hall-type polynomials remain). The recursion
+    :math:`\zeta^{*(r+1)} = \zeta^{*r} * \zeta` is carried out *exactly* on the Bernstein
+    coefficients of the :math:`p_i` (degree elevation and the partial sums that integrate a
+    Bernstein polynomial; every coefficient is a sum of non-negative terms, so there is no
+    cancellation, unlike the alternating Irwin-Hall formula). Since
+    :math:`L_n = 2\varepsilon(n/2 - S_n)`,
+
+    .. math::
+
+       \mathrm{Adv}_n = \sum_{k < n/2} \Pr[S_n = k]\,\big(1 - e^{-2\varepsilon(n/2 - k)}\big)
+       + \int_0^{n/2} e^{-\varepsilon u} p(u)\,\big(1 - e^{-2\varepsilon(n/2 - u)}\big)\,du,
+
+    the last integral by ``Q``-point Gauss-Legendre on each cell below ``n/2`` (positive
+    weights, positive integrand :math:`e^{-\varepsilon\sigma}(1 - e^{-2\varepsilon(c -
+    \sigma)})\,p_i(\sigma)`, evaluated with ``expm1``; nodes and weights correctly rounded).
+    Only the cells below ``n/2`` are carried (convolution moves mass to the right).
+
+    **Error bound** (returned, ``error_bound``), the sum of
+
+    - the quadrature remainder: Gauss-Legendre with ``Q`` nodes integrates
+      :math:`p_i\,q` exactly for every polynomial :math:`q` of degree :math:`2Q - n`, and
+      :math:`p_i \ge 0`, so on a cell of length :math:`l \le 1` the error is at most
+      :math:`2\|w - q\|_\infty \int p_i`, with :math:`w` the exponential weight above; the
+      Chebyshev interpolant and :math:`|w^{(R)}| \le 2\varepsilon^R` give
+      :math:`8\,(\varepsilon l/4)^R/R!\,\int p_i`, :math:`R = 2Q - n + 1` (rigorous in exact
+      arithmetic, evaluated from the computed :math:`\int p_i`);
+    - a first-order rounding bound :math:`N\,u\,\mathrm{Adv}` (:math:`u` the unit roundoff of
+      the dtype, :math:`N = (n-1)(\lfloor n/2\rfloor + 10) + 3n + \lceil n/2\rceil Q + 12`
+      the longest chain of roundings; valid because every operation adds or multiplies
+      non-negative numbers). It is a worst case: observed errors are 100-1000 times
+      smaller;
+
+    capped by the a-priori interval :math:`1 - e^{-\varepsilon/2} \le \mathrm{Adv}_n \le 1`
+    (length :math:`e^{-\varepsilon/2}`), into which the value is also clipped. Above
+    :math:`\varepsilon = 2\log(2/u) + 2` (77 in float64, 36 in float32) that interval is
+    below the unit roundoff and the recursion, whose intermediate numbers grow like
+    :math:`e^{\varepsilon}`, is not run at the given :math:`\varepsilon`.
+
+    With the default :math:`Q = \lceil n/2\rceil + 48` the quadrature term is below
+    ``1e-24`` for :math:`\varepsilon \le 45` and every :math:`n \le 100`, and the whole bound
+    is below ``2e-12`` (float64) for all :math:`\varepsilon` and :math:`n \le 100`.
+    Measured against an independent 50-digit mpmath evaluation (loss-space PLD, Irwin-Hall
+    pieces integrated exactly) for :math:`n \le 11`: relative errors below 5e-16 in float64;
+    float32 agrees with float64 to 2e-6 relative (:math:`n \le 100`).
+
+    **Range and cost.** Any :math:`n \ge 1` (static). Compile ~1 s; run time
+    :math:`O(n^3)` per :math:`\varepsilon` (``n = 50``: ~2 ms, ``n = 100``: ~20 ms per value
+    on one CPU core); memory :math:`O(n^2)` per :math:`\varepsilon` plus a static table of
+    :math:`\lceil n/2\rceil \cdot Q \cdot n` floats (4 MB at ``n = 100``). Exact (up to
+    the bound above) throughout.
+
+    Args:
+        epsilon: privacy parameter :math:`\varepsilon = s/b \ge 0`, any shape.
+        n: number of independent releases (static Python int, ``>= 1``).
+        sensitivity: query sensitivity ``s > 0`` (broadcasts; the result does not depend on
+            it).
+        quadrature_nodes: Gauss-Legendre nodes per cell (static, ``>= ceil(n/2)``); default
+            ``ceil(n/2) + 48``.
+
+    Returns:
+        :class:`LaplaceAdvantage` ``(value, error_bound)``, shape
+        ``broadcast(epsilon, sensitivity)``. :math:`\varepsilon = 0` gives 0,
+        :math:`\varepsilon = \infty` gives 1; negative :math:`\varepsilon` gives NaN under
+        ``jit`` (``ValueError`` eagerly).
+    """
+    n = _check_n(n)
+    min_nodes = (n + 1) // 2
+    nodes = min_nodes + 48 if quadrature_nodes is None else quadrature_nodes
+    if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < min_nodes:
+        raise ValueError(f"quadrature_nodes must be an int >= {min_nodes} for n={n}, got {nodes}")
+    _check_nonnegative("epsilon", epsilon)
+    check_positive("sensitivity", sensitivity)
+    eps, s = as_inexact(epsilon, sensitivity)
+    eps = jnp.broadcast_to(eps, jnp.broadcast_shapes(eps.shape, s.shape))
+    dtype = eps.dtype
+    bad = jnp.isnan(eps) | (eps < 0)
+    # A priori: Adv_1 = 1 - e^{-eps/2} <= Adv_n <= 1. Above `cap` that interval is shorter
+    # than the unit roundoff, so the recursion (whose intermediate numbers grow like e^eps)
+    # is run at `cap` and the answer is the interval.
+    cap = 2.0 * math.log(2.0 / float(jnp.finfo(dtype).eps)) + 2.0
+    eps_ok = jnp.where(bad, 0.0, jnp.minimum(eps, cap))
+    lower = -jnp.expm1(-0.5 * eps)
+    if n == 1:
+        value = -jnp.expm1(-0.5 * eps_ok)
+        bound = 2.0 * float(jnp.finfo(dtype).eps) * value
+    else:
+        value, bound = _laplace_tv_dp(eps_ok, n, nodes)
+    # (where, not clip: at a tie the gradient must be the recursion's own)
+    value = jnp.where(value < lower, lower, jnp.where(value > 1.0, 1.0, value))
+    bound = jnp.minimum(bound, jnp.exp(-0.5 * eps))
+    value = jnp.where(bad, jnp.nan, value)
+    return LaplaceAdvantage(value, jnp.where(bad, jnp.nan, bound))
+
+
+# --------------------------------------------------------------------------------------------
+# Gaussian and randomized response
+# --------------------------------------------------------------------------------------------
+
+
+def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
+    r"""Exact best membership advantage against ``n`` releases of the Gaussian mechanism.
+
+    .. math::
+
+       \mathrm{TV}\big(N(0, \sigma^2)^{\otimes n}, N(s, \sigma^2)^{\otimes n}\big)
+       = 2\Phi\Big(\frac{\sqrt{n}\, s}{2\sigma}\Big) - 1
+       = \mathrm{erf}\Big(\frac{\sqrt{n}\, s}{2\sqrt{2}\,\sigma}\Big),
+
+    since the log-likelihood ratio of ``n`` releases is a sufficient statistic with
+    :math:`N(\pm\mu^2/2, \mu^2)` laws, :math:`\mu = \sqrt{n}\,s/\sigma`. Computed as
+    ``erf`` (relative accuracy for tiny arguments); for arguments above 1 as
+    :math:`1 - \mathrm{erfc}`, which is exact to rounding near 1.
+
+    Args:
+        sigma: noise standard deviation (``> 0``), any shape.
+        n: number of releases (static Python int, ``>= 1``).
+        sensitivity: L2 sensitivity ``s > 0``; broadcasts with ``sigma``.
+
+    Returns:
+        The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``.
+    """
+    n = _check_n(n)
+    check_positive("sigma", sigma)
+    check_positive("sensitivity", sensitivity)
+    sig, s = as_inexact(sigma, sensitivity)
+    z = math.sqrt(n) * s / (2.0 * math.sqrt(2.0) * sig)
+    small = z < 1.0
+    return jnp.where(
+        small,
+        jax.scipy.special.erf(jnp.where(small, z, 0.0)),
+        1.0 - jax.scipy.special.erfc(jnp.where(small, 1.0, z)),
+    )
+
+
+def best_advantage_randomized_response(epsilon, n: int = 1):
+    r"""Exact best advantage against ``n`` uses of binary randomized response.
+
+    Binary RR with parameter :math:`\varepsilon` reports the true bit with probability
+    :math:`e^\varepsilon/(1 + e^\varepsilon)`; it is the worst case among all pairs that are
+    :math:`\varepsilon`-DP, also under ``n``-fold composition (Kairouz, Oh and Viswanath),
+    so this is the exact best advantage against ``n``-fold :math:`\varepsilon`-DP:
+
+    .. math::
+
+       \mathrm{TV} = \sum_{k=0}^{n} \binom{n}{k}\, \big(p^{k} q^{n-k} - q^{k} p^{n-k}\big)_+,
+       \qquad p = \frac{e^{\varepsilon}}{1 + e^{\varepsilon}},\; q = 1 - p,
+
+    computed by :func:`jaxdp.conversions.max_tv_eps_dp`. For ``n = 1`` it is
+    :math:`\tanh(\varepsilon/2)` (paper eq. (42)).
+
+    Args:
+        epsilon: :math:`\varepsilon \ge 0`, any shape.
+        n: number of releases (static Python int, ``>= 1``).
+
+    Returns:
+        The advantage, shape of ``epsilon``.
+    """
+    n = _check_n(n)
+    _check_nonnegative("epsilon", epsilon)
+    (eps,) = as_inexact(epsilon)
+    return max_tv_eps_dp(eps, n)
+
+
+# --------------------------------------------------------------------------------------------
+# The paper's bounds (39)-(42) beside the exact values
+# --------------------------------------------------------------------------------------------
+
+
+def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
+    r"""The paper's membership-advantage bounds (39)-(42) beside the exact worst case.
+
+    As in the paper's Figures 4-5 the four bounds are evaluated at the composed budget
+    :math:`\varepsilon_n = n\varepsilon` (pure DP composes additively):
+
+    - (39) Yeom et al.: :math:`e^{\varepsilon_n} - 1` (exceeds 1 for
+      :math:`\varepsilon_n > \log 2`);
+    - (40) Erlingsson et al.: :math:`1 - e^{-\varepsilon_n} + \delta e^{-\varepsilon_n}`;
+    - (41) the paper's Theorem 5: :math:`1 - e^{-\varepsilon_n}` (equal to (40) at
+      :math:`\delta = 0`);
+    - (42) Bayes security: :math:`(e^{\varepsilon_n} - 1)/(e^{\varepsilon_n} + 1) =
+      \tanh(\varepsilon_n/2)`, the exact worst case for a *single* :math:`\varepsilon_n`-DP
+      release.
+
+    Beside them: ``exact``, the exact best advantage against ``n``-fold composition of
+    :math:`\varepsilon`-DP (TV of ``n``-fold randomized response), and ``chernoff_tight``,
+    :math:`\sqrt{1 - \mathrm{sech}(\varepsilon/2)^{2n}} = \sqrt{1 - e^{-2C}}` with
+    :math:`C = n\log\cosh(\varepsilon/2)` the largest Chernoff information of ``n``-fold
+    :math:`\varepsilon`-DP (tight: attained by RR at ``n = 1``). Order (all proven):
+    ``exact <= bayes_security <= chernoff_paper <= yeom`` and ``exact <= chernoff_tight``.
+
+    Args:
+        epsilon: per-release :math:`\varepsilon \ge 0`, any shape.
+        n: number of releases (static Python int, ``>= 1``).
+        delta: the :math:`\delta` of (40) (``0 <= delta <= 1``); broadcasts.
+
+    Returns:
+        :class:`MembershipBounds`, every field of shape ``broadcast(epsilon, delta)``.
+    """
+    n = _check_n(n)
+    _check_nonnegative("epsilon", epsilon)
+    _check_nonnegative("delta", delta)
+    eps, dlt = as_inexact(epsilon, delta)
+    shape = jnp.broadcast_shapes(eps.shape, dlt.shape)
+    eps = jnp.broadcast_to(eps, shape)
+    budget = n * eps
+    yeom = jnp.expm1(budget)
+    chernoff_paper = -jnp.expm1(-budget)
+    erlingsson = chernoff_paper + dlt * jnp.exp(-budget)
+    bayes = jnp.tanh(budget / 2.0)
+    exact = max_tv_eps_dp(eps, n)
+    tight = max_tv_eps_dp_chernoff_bound(eps, n)
+    return MembershipBounds(
+        yeom=yeom,
+        erlingsson=erlingsson,
+        chernoff_paper=chernoff_paper,
+        bayes_security=bayes,
+        exact=jnp.broadcast_to(exact, shape),
+        chernoff_tight=jnp.broadcast_to(tight, shape),
+    )

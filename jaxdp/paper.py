@@ -1,0 +1,647 @@
+r"""The paper's closed forms, *as printed*, named by equation number.
+
+Paper: "Chernoff Information as a Privacy Constraint for Adversarial Classification and
+Membership Advantage" (``shared/paper/chernoff-dp-paper.txt``). Every function evaluates the
+printed expression; none is corrected. Algebraically identical rewrites are used only for
+floating-point stability (e.g. ``log(e^{2u} - 1) = 2u + log(-expm1(-2u))``), and each docstring
+says which. Where a printed expression is undefined (``log`` of a non-positive number, division
+by zero) the function returns NaN. The exact quantity each formula aims at lives beside it in
+:mod:`jaxdp.conversions` (or is computed by :func:`jaxdp.chernoff` / :func:`jaxdp.kl` /
+:func:`jaxdp.tv`). Numbers below were checked with mpmath at 40+ digits
+(``tests/test_paper.py``); :math:`L(\varepsilon) = \log\cosh(\varepsilon/2)` is the true supremum
+of the Chernoff information over :math:`\varepsilon`-DP pairs
+(:func:`jaxdp.max_chernoff_eps_dp`).
+
+======================  ========================  ================================================
+function                paper claims              what is true
+======================  ========================  ================================================
+``eq22``                sup KL of eps-DP pairs    **correct**: equals
+                                                  :math:`\varepsilon\tanh(\varepsilon/2)` =
+                                                  :func:`jaxdp.max_kl_eps_dp`
+``eq30``, ``eq30_max``  C(P,Q) of eps-DP via      (50) is not a moment of any law of Z; the max is
+                        (50)                      at alpha -> 0, :math:`-\log(2\sinh\varepsilon)`;
+                                                  >= L only for eps <= 0.46915, < 0 for eps >
+                                                  0.48121
+``eq31``, ``eq31_max``  upper bound C_ubI         objective convex in alpha: max at alpha = 1 (eps
+                                                  < 0.82400), else alpha -> 0; >= L only for eps
+                                                  <= 0.54246, < 0 for eps > 0.55700
+``eq32``, ``eq32_max``  upper bound C_ubII        decreasing in alpha, sup at alpha -> 0+:
+                                                  :math:`-\log 2\varepsilon`; >= L only for eps <=
+                                                  0.48561, < 0 for eps > 1/2
+``alpha_ub1``           maximiser of (31), in     a stationary point of (31) but its *minimum*; in
+                        (0, 1]                    (0, 1] only for eps <= 0.95750; NaN for eps >= 1
+``eq69``                maximiser of the (68)     its minimum; > 1 for every eps in (0, 1); NaN
+                        bound                     for eps >= 1
+``eq43``                bound on alpha*_alt       in (0, 1] only for eps in [0.21385, 0.48848)
+``eq56``                C(P,Q) <= ... (Jensen)    equals alpha eps tanh(alpha eps / 2); the
+                                                  correct Jensen step gives alpha eps tanh(eps /
+                                                  2); below the worst-case :math:`-\log C_\alpha`
+                                                  (:func:`jaxdp.max_neg_log_bc_eps_dp`) for alpha
+                                                  below ~1/2
+``eq72``                optimal upper bound       < 0 for eps < 0.26987, >= L only on [0.27132,
+                        C*_ub                     1), NaN for eps >= 1; its last log has the
+                                                  opposite sign of the substitution it claims
+                                                  (that is ``fig2_ub2``)
+``fig2_ub1``            Fig. 2 'UB I'             (31) objective at eq43: >= L only for eps <=
+                        (alpha_alt)               0.46832, < 0 for eps > 0.48080
+``fig2_ub2``            Fig. 2 'UB II'            (31) objective at alpha_ub1: >= L only for eps
+                        (alpha_ubI)               <= 0.46793, < 0 for eps > 0.47975
+``fig2_kl_cuff``        Fig. 2 'KL-Cuff'          (1 - alpha) eq22: a valid bound on the worst-
+                                                  case :math:`-\log C_\alpha`
+``eq34``                KL(Lap(0,b) ||            **correct** for every shift, b, theta
+                        Lap(shift, theta b))
+``eq35``                Chernoff of the same      **wrong**: at theta = 1 the truth is :math:`t/2
+                        pair                      - \log(1+t/2)`, t = |shift|/b, (35) gives
+                                                  :math:`t - \log(1+t)` (4x too large as t -> 0,
+                                                  2x as t -> inf); for theta != 1 it can be below
+                                                  or above
+``eq38``                best advantage from q     :math:`1 - e^{-qC}` (C in nats) is a *lower*
+                        samples                   bound on the TV of q samples, not its value
+``eq39``                Adv <= e^eps - 1          valid for eps-DP, loose (> 1 for eps > log 2)
+``eq40``                Adv <= 1 - (1 - delta)    valid; above the sharp
+                        e^-eps                    :func:`jaxdp.max_tv_eps_delta_dp` by up to
+                                                  0.17157 (delta = 0, eps = 0.88137)
+``eq41``                Adv <= 1 - e^-eps, eps a  valid for pure eps-DP (= eq40 at delta = 0);
+                        Chernoff-DP budget        *false* for a Chernoff budget: RR with Chernoff
+                                                  information c has TV :math:`\sqrt{1-e^{-2c}}`,
+                                                  up to 0.41421 more (c = log(2)/2)
+``eq42``                tightest Adv bound        **correct** and sharp:
+                                                  :math:`\tanh(\varepsilon/2)` =
+                                                  :func:`jaxdp.max_tv_eps_dp` (n = 1)
+======================  ========================  ================================================
+
+"Valid" means ">= the true supremum over all eps-DP pairs". All functions broadcast, ``jit``
+and ``vmap``; the output dtype follows the inputs (ints promote to the default float).
+
+Accuracy against mpmath on ``eps`` in ``[1e-6, 50]``: float64 relative error < 5e-14, or
+absolute error < 2e-14 next to a zero crossing of the printed expression; float32 relative
+error < 3e-6, or absolute error < 3e-7 next to a zero crossing (the printed forms themselves
+cancel O(1) terms there, e.g. ``eq31`` at ``eps = alpha = 0.5``).
+
+Negative ``eps`` (and ``b <= 0``, ``theta <= 0``, ``delta`` outside ``[0, 1]``, ``c < 0``,
+non-integer or ``q < 1``) raises ``ValueError`` naming the argument when the value is concrete;
+under ``jit`` no check is made and the formula's own NaN/inf comes out.
+"""
+
+from __future__ import annotations
+
+import math
+
+import jax
+import jax.numpy as jnp
+from jax.typing import ArrayLike
+
+from jaxdp.conversions import (
+    _check_count,
+    _checked,
+    _inexact,
+    _nonnegative,
+    _positive,
+    _unit_interval,
+)
+
+__all__ = [
+    "alpha_ub1",
+    "eq22",
+    "eq30",
+    "eq30_max",
+    "eq31",
+    "eq31_max",
+    "eq32",
+    "eq32_max",
+    "eq34",
+    "eq35",
+    "eq38",
+    "eq39",
+    "eq40",
+    "eq41",
+    "eq42",
+    "eq43",
+    "eq56",
+    "eq69",
+    "eq72",
+    "fig2_kl_cuff",
+    "fig2_ub1",
+    "fig2_ub2",
+]
+
+_LOG2 = math.log(2.0)
+
+# ---------------------------------------------------------------------------------------------
+# Stable kernels for the printed expressions.
+
+
+def _log_2sinh(u: jax.Array) -> jax.Array:
+    """``log(e^u - e^-u) = u + log(1 - e^{-2u})``: exact for ``u > 0``, NaN for ``u < 0``."""
+    return u + jnp.log(-jnp.expm1(-2 * u))
+
+
+def _atanh(x: jax.Array) -> jax.Array:
+    """``atanh(x) = log1p(2x/(1-x))/2`` for ``0 <= x < 1`` (XLA's ``log1p`` of a negative
+    argument, used by ``jnp.arctanh``, is off by ~1e-14 relative at ``x ~ 0.4``)."""
+    return 0.5 * jnp.log1p(2 * x / (1 - x))
+
+
+def _atanh_over_x_minus_1(x: jax.Array) -> jax.Array:
+    r"""``atanh(x)/x - 1 = sum_{j>=1} x^{2j}/(2j+1)`` for ``0 <= x < 1`` (series below 0.3)."""
+    small = x < 0.3
+    x2 = jnp.where(small, x, 0.0) ** 2
+    series = jnp.zeros_like(x2)
+    for j in range(18, 0, -1):  # Horner; x^2 < 0.09 so 18 terms reach 1e-19 relative
+        series = x2 * (1 / (2 * j + 1) + series)
+    xl = jnp.where(small, 0.5, x)
+    direct = _atanh(xl) / xl - 1
+    return jnp.where(small, series, direct)
+
+
+def _x_minus_log1p(x: jax.Array) -> jax.Array:
+    r"""``x - log(1 + x)`` for ``x > -1`` with relative accuracy near 0.
+
+    Near 0, with :math:`v = x/(2+x)`: :math:`x - \log(1+x) = x^2/(2+x) - 2\sum_{j\ge1}
+    v^{2j+1}/(2j+1)` (no cancellation: the sum is ``O(x^3)``).
+    """
+    small = jnp.abs(x) < 0.1
+    xs = jnp.where(small, x, 0.0)
+    v = xs / (2 + xs)
+    v2 = v * v
+    tail = jnp.zeros_like(v)
+    for j in range(8, 0, -1):  # v^2 < 0.003: 8 terms reach 1e-20 relative
+        tail = 1 / (2 * j + 1) + v2 * tail
+    series = xs * xs / (2 + xs) - 2 * v * v2 * tail
+    xl = jnp.where(small, 1.0, x)
+    return jnp.where(small, series, xl - jnp.log1p(xl))
+
+
+def _expm1_minus_x(u: jax.Array) -> jax.Array:
+    """``e^u - 1 - u = sum_{k>=2} u^k/k!`` with relative accuracy near 0."""
+    small = jnp.abs(u) < 0.1
+    us = jnp.where(small, u, 0.0)
+    acc = jnp.zeros_like(us)
+    for k in range(14, 1, -1):  # Horner: u^2 (1/2! + u (1/3! + ...)), |u| < 0.1 -> 1e-20 rel.
+        acc = 1 / math.factorial(k) + us * acc
+    series = us * us * acc
+    ul = jnp.where(small, 1.0, u)
+    return jnp.where(small, series, jnp.expm1(ul) - ul)
+
+
+def _below_one(eps: jax.Array, value: jax.Array) -> jax.Array:
+    """NaN where ``eps >= 1`` (the printed ``log((1+eps)/(1-eps))`` is undefined there)."""
+    return jnp.where(eps < 1, value, jnp.nan)
+
+
+# ---------------------------------------------------------------------------------------------
+# Section IV: KL and Chernoff of eps-DP pairs.
+
+
+@_checked(eps=_nonnegative)
+def eq22(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (22): the KL-DP bound implied by eps-DP.
+
+    .. math::
+
+        D(P\|Q) \le \varepsilon \frac{(e^{\varepsilon}-1)(1-e^{-\varepsilon})}
+        {e^{\varepsilon}-e^{-\varepsilon}}
+
+    Claim: the KL divergence of any eps-DP pair is at most this. **True and sharp**: the
+    expression equals :math:`\varepsilon\tanh(\varepsilon/2)` identically (numerator
+    :math:`4\sinh^2(\varepsilon/2)`, denominator :math:`2\sinh\varepsilon`), the supremum of
+    KL over eps-DP pairs, attained by randomized response (:func:`jaxdp.max_kl_eps_dp`).
+    Evaluated through that identity (the printed form overflows to NaN for eps > 709);
+    ``eps = 0`` (0/0 as printed) gives the limit 0.
+    """
+    (eps,) = _inexact(eps)
+    return eps * jnp.tanh(0.5 * eps)
+
+
+@_checked(eps=_nonnegative)
+def eq30(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Eq. (30)/(51): the objective inside the paper's "Chernoff-Cuff" max.
+
+    .. math::
+
+        \log(\alpha+1) - \log\left(e^{\varepsilon(\alpha+1)} - e^{-\varepsilon(\alpha+1)}\right)
+
+    Claim: :math:`C(P,Q)` of an eps-DP pair is the max of this over alpha. It comes from (50),
+    :math:`C_\alpha = \int_{e^{-\varepsilon}}^{e^{\varepsilon}} z^\alpha\,dz`, which integrates
+    against Lebesgue measure (total mass :math:`2\sinh\varepsilon \ne 1`), so it is not
+    :math:`\mathbb{E}[Z^\alpha]` for any law of :math:`Z = dP/dQ`; indeed every true
+    :math:`-\log C_\alpha \ge 0`, while this goes negative. The true worst case of
+    :math:`-\log C_\alpha` is :func:`jaxdp.max_neg_log_bc_eps_dp`.
+
+    Evaluated with ``log(e^u - e^-u) = u + log(-expm1(-2u))``; ``u <= 0`` gives +inf/NaN.
+
+    Args:
+        eps: privacy parameter(s), ``>= 0``.
+        alpha: any real(s) (the paper uses ``(0, 1)``); broadcasts with ``eps``.
+    """
+    eps, alpha = _inexact(eps, alpha)
+    return jnp.log1p(alpha) - _log_2sinh(eps * (alpha + 1))
+
+
+@_checked(eps=_nonnegative)
+def eq30_max(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (30) maximised over alpha: what the paper plots as "Chernoff-Cuff".
+
+    .. math::
+
+        \sup_{\alpha\in(0,1)} \mathrm{eq30}(\varepsilon, \alpha)
+        = -\log(2\sinh\varepsilon) \quad (\alpha \to 0).
+
+    Range: the paper's :math:`\alpha \in (0, 1)` (Definition 6); the supremum over the open
+    interval equals the maximum over ``[0, 1]`` by continuity. With :math:`u =
+    \varepsilon(1+\alpha)` the derivative is :math:`(\varepsilon/u)(1 - u\coth u) < 0`, so the
+    objective decreases and the sup sits at the boundary ``alpha -> 0`` (not attained in
+    ``(0, 1)``). Verified against a dense-grid + golden-section mpmath maximisation.
+
+    Claim: the Chernoff information of an eps-DP pair. Truth: the sharp value is
+    :math:`\log\cosh(\varepsilon/2)` (:func:`jaxdp.max_chernoff_eps_dp`). This is far above it
+    for small eps (vacuous: ~ :math:`-\log 2\varepsilon`), below it for
+    ``eps > 0.4691513863`` (so not an upper bound there) and negative for
+    ``eps > asinh(1/2) = 0.4812118251``.
+    """
+    (eps,) = _inexact(eps)
+    return eq30(eps, jnp.zeros_like(eps))
+
+
+@_checked(eps=_nonnegative)
+def eq31(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Eq. (31)/(62): the objective of the paper's upper bound :math:`C_{ubI}`.
+
+    .. math::
+
+        \alpha + \varepsilon(\alpha+1) - \log\left(e^{2\varepsilon(\alpha+1)} - 1\right)
+        \;=\; \alpha - \log\left(2\sinh(\varepsilon(\alpha+1))\right)
+
+    Obtained from (30) by :math:`\log(1+\alpha) \le \alpha`, so it is >= ``eq30`` pointwise.
+    Evaluated through the identity on the right (no overflow). The objective is **convex** in
+    alpha (second derivative :math:`\varepsilon^2/\sinh^2(\varepsilon(1+\alpha)) > 0`).
+
+    Args:
+        eps: privacy parameter(s), ``>= 0``.
+        alpha: any real(s) (the paper uses ``(0, 1]``); broadcasts with ``eps``.
+    """
+    eps, alpha = _inexact(eps, alpha)
+    return alpha - _log_2sinh(eps * (alpha + 1))
+
+
+@_checked(eps=_nonnegative)
+def eq31_max(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (31) maximised over alpha: the paper's :math:`C_{ubI}(P,Q)`.
+
+    .. math::
+
+        \max_{\alpha\in[0,1]} \mathrm{eq31}(\varepsilon,\alpha)
+        = -\log(2\sinh\varepsilon) + \max\big(0,\, 1 - \log(2\cosh\varepsilon)\big).
+
+    Range: the paper's :math:`\alpha \in (0, 1]` (Appendix IX-C); its supremum equals the max
+    over the closure ``[0, 1]``. The objective is convex in alpha, so the max is at an end
+    point: ``alpha = 1`` for ``eps < acosh(e/2) = 0.8240045394`` (attained), else
+    ``alpha -> 0`` (a supremum, not attained in ``(0, 1]``). The paper's stationary point
+    :func:`alpha_ub1` is the *minimum*. Verified against an mpmath maximisation.
+
+    Claim: an upper bound on the Chernoff information of any eps-DP pair. Truth: vacuous for
+    small eps, below :math:`\log\cosh(\varepsilon/2)` (:func:`jaxdp.max_chernoff_eps_dp`) for
+    ``eps > 0.5424595944`` and negative for ``eps > asinh(e/2)/2 = 0.5570007484``.
+    """
+    (eps,) = _inexact(eps)
+    return jnp.maximum(eq31(eps, jnp.zeros_like(eps)), eq31(eps, jnp.ones_like(eps)))
+
+
+@_checked(eps=_nonnegative)
+def eq32(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Eq. (32)/(68): the objective of the paper's upper bound :math:`C_{ubII}`.
+
+    .. math::
+
+        \log\alpha + \varepsilon\alpha - \log\left(e^{2\varepsilon\alpha} - 1\right)
+        \;=\; \log\alpha - \log\left(2\sinh(\varepsilon\alpha)\right)
+
+    From (66), :math:`C_\alpha = \int_{e^{-\varepsilon}}^{e^{\varepsilon}} z^{\alpha-1} dz`,
+    the same Lebesgue-measure mistake as (50). Undefined (NaN) at ``alpha = 0``. Evaluated
+    through the identity on the right.
+
+    Args:
+        eps: privacy parameter(s), ``>= 0``.
+        alpha: real(s) > 0 (the paper uses ``(0, 1]``); broadcasts with ``eps``.
+    """
+    eps, alpha = _inexact(eps, alpha)
+    return jnp.log(alpha) - _log_2sinh(eps * alpha)
+
+
+@_checked(eps=_nonnegative)
+def eq32_max(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (32) maximised over alpha: the paper's :math:`C_{ubII}(P,Q)`.
+
+    .. math::
+
+        \sup_{\alpha\in(0,1]} \mathrm{eq32}(\varepsilon,\alpha) = -\log(2\varepsilon)
+        \quad (\alpha \to 0^+).
+
+    Range: the paper's :math:`\alpha \in (0, 1]`. With :math:`v = \varepsilon\alpha` the
+    derivative is :math:`(1 - v\coth v)/\alpha < 0`, so the objective decreases and the sup
+    is the limit at ``alpha -> 0+`` (not attained; the expression is undefined at 0).
+    Verified against an mpmath maximisation.
+
+    Claim: an upper bound on the Chernoff information of any eps-DP pair. Truth: vacuous for
+    small eps, below :math:`\log\cosh(\varepsilon/2)` (:func:`jaxdp.max_chernoff_eps_dp`) for
+    ``eps > 0.4856147248`` and negative for ``eps > 1/2``.
+    """
+    (eps,) = _inexact(eps)
+    return -(_LOG2 + jnp.log(eps))
+
+
+@_checked(eps=_nonnegative)
+def alpha_ub1(eps: ArrayLike) -> jax.Array:
+    r"""The stationary point of (31)/(62) stated after eq. (63).
+
+    .. math::
+
+        \alpha^*_{ub,I} = \frac{1}{2\varepsilon}\log\frac{1+\varepsilon}{1-\varepsilon} - 1
+        = \frac{\operatorname{atanh}\varepsilon}{\varepsilon} - 1
+
+    Claim: the maximiser of (31), in ``(0, 1]`` for every eps > 0 (eqs. (64)-(65)). Truth: it
+    does solve (63) = 0, but (31) is convex in alpha so it is the *minimiser*; it lies in
+    ``(0, 1]`` only for ``eps <= 0.9575040241`` (the paper's (65) lower-bounds the wrong
+    side). Undefined for ``eps >= 1`` (log of a non-positive number / division by zero):
+    returns NaN. Near 0 it is :math:`\varepsilon^2/3 + \varepsilon^4/5 + \dots`, evaluated by
+    series (relative accuracy); ``eps = 0`` gives the limit 0.
+    """
+    (eps,) = _inexact(eps)
+    return _below_one(eps, _atanh_over_x_minus_1(jnp.where(eps < 1, eps, 0.0)))
+
+
+@_checked(eps=_nonnegative)
+def eq69(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (69): the stationary point of the bound on (68).
+
+    .. math::
+
+        \alpha^*_{ub,II} = \frac{1}{2\varepsilon}\log\frac{1+\varepsilon}{1-\varepsilon}
+        = \frac{\operatorname{atanh}\varepsilon}{\varepsilon}
+
+    Claim: the maximiser, in ``(0, 1]`` for every eps > 0 (eqs. (70)-(71)). Truth: the bounded
+    objective is convex, so this is the minimiser, and since
+    :math:`\operatorname{atanh}\varepsilon > \varepsilon` it is ``> 1`` for every eps in
+    ``(0, 1)``: never in the claimed range. NaN for ``eps >= 1``; ``eps = 0`` gives the limit 1.
+    """
+    (eps,) = _inexact(eps)
+    return _below_one(eps, 1 + _atanh_over_x_minus_1(jnp.where(eps < 1, eps, 0.0)))
+
+
+@_checked(eps=_nonnegative)
+def eq43(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (43): the paper's bound on the optimal alpha, :math:`\alpha^*_{alt}`.
+
+    .. math::
+
+        \alpha^*_{alt} \le \frac{1}{2\varepsilon}\log\frac{4\varepsilon+2}{\varepsilon+1} - 1
+
+    Claim: bounds the maximiser of (30) (whose true sup is at ``alpha -> 0``, see
+    :func:`eq30_max`). The value lies in ``(0, 1]`` only for ``eps`` in
+    ``[0.2138543272, 0.4884751974)``: it exceeds 1 below and is negative above (tends to -1).
+    ``eps = 0`` gives +inf (limit).
+    """
+    (eps,) = _inexact(eps)
+    return (_LOG2 + jnp.log1p(2 * eps) - jnp.log1p(eps)) / (2 * eps) - 1
+
+
+@_checked(eps=_nonnegative)
+def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Eq. (56): the paper's Jensen bound on :math:`C(P,Q)`.
+
+    .. math::
+
+        C(P,Q) \le \alpha\varepsilon\frac{(e^{\alpha\varepsilon}-1)(1-e^{-\alpha\varepsilon})}
+        {e^{\alpha\varepsilon}-e^{-\alpha\varepsilon}}
+        = \alpha\varepsilon\tanh(\alpha\varepsilon/2)
+
+    (evaluated through the identity on the right; ``alpha * eps = 0``, 0/0 as printed, gives the
+    limit 0). Truth: Jensen gives
+    :math:`-\log C_\alpha \le \alpha D(Q\|P) \le \alpha\varepsilon\tanh(\varepsilon/2)`; (54)
+    replaced eps by alpha*eps inside the two-point law, which shrinks the bound. As a bound on
+    the worst case :math:`-\log C_\alpha` (:func:`jaxdp.max_neg_log_bc_eps_dp`) it fails for
+    ``alpha`` below a threshold just under 1/2 (0.49507 at eps = 1, 0.40482 at eps = 10) and
+    holds for ``alpha >= 1/2``; as a bound on :math:`C(P,Q) = \max_\alpha`, i.e. on
+    :math:`\log\cosh(\varepsilon/2)`, it fails below a similar threshold (0.49509 at eps = 1).
+    """
+    eps, alpha = _inexact(eps, alpha)
+    x = alpha * eps
+    return x * jnp.tanh(0.5 * x)
+
+
+@_checked(eps=_nonnegative)
+def eq72(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (72): the paper's "optimal upper bound" :math:`C^*_{ub}(P,Q)`.
+
+    .. math::
+
+        C^*_{ub} = \left(\frac{1}{2\varepsilon}+\frac12\right)\log\frac{1+\varepsilon}
+        {1-\varepsilon} - 1 + \log\left(\frac{2\varepsilon}{1-\varepsilon}\right)
+
+    Claim: an upper bound on the Chernoff information of any eps-DP pair. Truth: negative for
+    ``eps < 0.2698724407`` (tends to -inf like :math:`\log 2\varepsilon`), below
+    :math:`\log\cosh(\varepsilon/2)` (:func:`jaxdp.max_chernoff_eps_dp`) for
+    ``eps < 0.2713186701``, a (loose) bound only on ``[0.2713186701, 1)``, undefined for
+    ``eps >= 1`` (returns NaN). Substituting :func:`alpha_ub1` into (31) (or :func:`eq69` into
+    the bound on (68)) as the text says gives the same expression with
+    :math:`-\log(2\varepsilon/(1-\varepsilon))` instead: that is :func:`fig2_ub2`, and
+    ``fig2_ub2 - eq72 = -2 log(2 eps/(1 - eps))``.
+    """
+    (eps,) = _inexact(eps)
+    e = jnp.where(eps < 1, eps, 0.5)
+    value = _atanh_over_x_minus_1(e) + _atanh(e) + _LOG2 + jnp.log(e) - jnp.log1p(-e)
+    return _below_one(eps, value)
+
+
+@_checked(eps=_nonnegative)
+def fig2_ub1(eps: ArrayLike) -> jax.Array:
+    r"""Figure 2 "UB I": the (31) objective at :math:`\alpha^*_{alt}` of eq. (43).
+
+    .. math::
+
+        \mathrm{eq31}(\varepsilon, \mathrm{eq43}(\varepsilon))
+
+    Reading: Section VII says "UB I and UB II represent the two alternative upper bounds on
+    C(P,Q) obtained via :math:`\alpha^*_{alt}` and :math:`\alpha^*_{ub,I}`"; both are evaluated
+    in the upper-bound objective (31) (whose stationary point :math:`\alpha^*_{ub,I}` is), so
+    the two curves differ only in alpha. (``eq30(eps, eq43(eps))``, the other possible
+    reading, is below this pointwise.) Truth: vacuous for small eps (alpha_alt ~
+    :math:`\log 2/(2\varepsilon)` enters linearly), below :math:`\log\cosh(\varepsilon/2)` for
+    ``eps > 0.4683229095``, negative for ``eps > 0.4807986983``.
+    """
+    (eps,) = _inexact(eps)
+    return eq31(eps, eq43(eps))
+
+
+@_checked(eps=_nonnegative)
+def fig2_ub2(eps: ArrayLike) -> jax.Array:
+    r"""Figure 2 "UB II": the (31) objective at :math:`\alpha^*_{ub,I}` (:func:`alpha_ub1`).
+
+    .. math::
+
+        \mathrm{eq31}(\varepsilon, \alpha^*_{ub,I}) = \left(\frac{1}{2\varepsilon}+\frac12
+        \right)\log\frac{1+\varepsilon}{1-\varepsilon} - 1 - \log\frac{2\varepsilon}
+        {1-\varepsilon}
+
+    i.e. eq. (72) with the sign of its last log flipped (see :func:`eq72`). Since
+    :math:`\alpha^*_{ub,I}` minimises the convex (31), this is the *smallest* value of the
+    (31) objective, not the bound :func:`eq31_max`. Truth: below
+    :math:`\log\cosh(\varepsilon/2)` for ``eps > 0.4679251432``, negative for
+    ``eps > 0.4797491090``, NaN for ``eps >= 1``.
+    """
+    (eps,) = _inexact(eps)
+    return eq31(eps, alpha_ub1(eps))
+
+
+@_checked(eps=_nonnegative)
+def fig2_kl_cuff(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
+    r"""Figure 2 "KL-Cuff": eq. (22) times ``(1 - alpha)``.
+
+    .. math::
+
+        (1 - \alpha)\,\varepsilon\frac{(e^{\varepsilon}-1)(1-e^{-\varepsilon})}
+        {e^{\varepsilon}-e^{-\varepsilon}}
+
+    The tangent of :math:`-\log C_\alpha` at ``alpha = 1`` (slope :math:`-D(P\|Q)`); with the
+    sharp KL bound (22) it is a valid upper bound on the worst-case :math:`-\log C_\alpha`
+    (:func:`jaxdp.max_neg_log_bc_eps_dp`) for every alpha in ``[0, 1]`` (concavity). The
+    mirror curve :math:`\alpha D(Q\|P)` is ``fig2_kl_cuff(eps, 1 - alpha)``.
+    """
+    eps, alpha = _inexact(eps, alpha)
+    return (1 - alpha) * eq22(eps)
+
+
+# ---------------------------------------------------------------------------------------------
+# Section V: Laplace mechanism under attack.
+
+
+@_checked(b=_positive, theta=_positive)
+def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
+    r"""Eq. (34): KL divergence of the attacked Laplace mechanism.
+
+    .. math::
+
+        D(P\|Q) = \log\theta - 1 + \frac{|\Delta\mu|}{\theta b} + \frac{1}{\theta}
+        e^{-|\Delta\mu|/b}
+
+    Claim: :math:`D(\mathrm{Lap}(0, b)\,\|\,\mathrm{Lap}(\Delta\mu, \theta b))`. **True**
+    for every shift, ``b > 0``, ``theta > 0`` (checked by mpmath quadrature); equals
+    ``jaxdp.kl(jaxdp.Laplace(0, b), jaxdp.Laplace(shift, theta * b))``. Evaluated without
+    cancellation as :math:`[(s-1) - \log s] + s(e^{-t} - 1 + t)` with :math:`s = 1/\theta`,
+    :math:`t = |\Delta\mu|/b` (both brackets >= 0).
+
+    Args:
+        shift: mean shift :math:`\Delta\mu` (any real).
+        b: scale of the unattacked noise, ``> 0``.
+        theta: scale ratio, ``> 0``.
+    """
+    shift, b, theta = _inexact(shift, b, theta)
+    t = jnp.abs(shift) / b
+    return _x_minus_log1p((1 - theta) / theta) + _expm1_minus_x(-t) / theta
+
+
+@_checked(b=_positive, theta=_positive)
+def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
+    r"""Eq. (35): the paper's Chernoff information of the attacked Laplace mechanism.
+
+    .. math::
+
+        C(P,Q) = \frac{|\Delta\mu|}{\theta b} - \log\left(1 + \frac{|\Delta\mu|}{\theta b}\right)
+
+    Claim: :math:`C(\mathrm{Lap}(0, b), \mathrm{Lap}(\Delta\mu, \theta b))`. **False.** For
+    ``theta = 1`` the exact value is :math:`t/2 - \log(1 + t/2)`, :math:`t = |\Delta\mu|/b`
+    (``alpha* = 1/2``), while (35) gives :math:`t - \log(1+t)`: the argument is off by a factor
+    2, so (35) is ~4x too large for small t and ~2x for large t. For ``theta != 1`` theta only
+    rescales t, which is not the exact value either (it can be below or above: at shift = 1,
+    b = 1, (35) gives 0.0945349 vs exact 0.1097306 for theta = 2, and 0.9013877 vs 0.2285434
+    for theta = 1/2). Exact: ``jaxdp.chernoff(jaxdp.Laplace(0, b),
+    jaxdp.Laplace(shift, theta * b)).information``.
+
+    Args:
+        shift: mean shift :math:`\Delta\mu` (any real).
+        b: scale, ``> 0``.
+        theta: scale ratio, ``> 0``.
+    """
+    shift, b, theta = _inexact(shift, b, theta)
+    return _x_minus_log1p(jnp.abs(shift) / (theta * b))
+
+
+# ---------------------------------------------------------------------------------------------
+# Section VI: membership advantage.
+
+
+@_checked(c=_nonnegative, q=_check_count)
+def eq38(c: ArrayLike, q: ArrayLike = 1) -> jax.Array:
+    r"""Eq. (38): the paper's "best advantage" from ``q`` samples.
+
+    .. math::
+
+        \mathrm{BestAdv}_q = 1 - 2^{-qC(P_0, P_1)}
+
+    Printed with base 2, i.e. ``c`` in bits (the proof of Theorem 5 converts nats with
+    :math:`2^{-\varepsilon\log_2 e} = e^{-\varepsilon}`); pass ``c`` in nats times
+    :math:`\log_2 e` to reproduce (41). Truth: with ``C`` in nats, every pair has
+    :math:`1 - e^{-qC} \le \mathrm{TV}(P_0^{\otimes q}, P_1^{\otimes q}) \le
+    \sqrt{1 - e^{-2qC}}` (:func:`jaxdp.max_tv_chernoff`), so this is a lower bound on the best
+    advantage, exact only asymptotically in the exponent, not its value.
+
+    Args:
+        c: Chernoff information, in bits, ``>= 0``.
+        q: number of samples, integer ``>= 1``.
+    """
+    c, q = _inexact(c, q)
+    return -jnp.expm1(-q * c * _LOG2)
+
+
+@_checked(eps=_nonnegative)
+def eq39(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (39), Yeom et al.: :math:`\mathrm{Adv} \le e^{\varepsilon} - 1`.
+
+    Valid for eps-DP (the sharp value is :math:`\tanh(\varepsilon/2)` =
+    :func:`jaxdp.max_tv_eps_dp`), loose: above 1 (vacuous) for ``eps > log 2``.
+    """
+    (eps,) = _inexact(eps)
+    return jnp.expm1(eps)
+
+
+@_checked(eps=_nonnegative, delta=_unit_interval)
+def eq40(eps: ArrayLike, delta: ArrayLike) -> jax.Array:
+    r"""Eq. (40), Erlingsson et al.: :math:`\mathrm{Adv} \le 1 - e^{-\varepsilon} +
+    \delta e^{-\varepsilon}`.
+
+    Valid for (eps, delta)-DP; exceeds the sharp :func:`jaxdp.max_tv_eps_delta_dp`,
+    :math:`\delta + (1-\delta)\tanh(\varepsilon/2)`, by
+    :math:`(1-\delta)(1 - e^{-\varepsilon} - \tanh(\varepsilon/2))`, at most 0.1715728753
+    (``delta = 0``, ``eps = asinh(1) = 0.8813735870``).
+    """
+    eps, delta = _inexact(eps, delta)
+    return -jnp.expm1(-eps) + delta * jnp.exp(-eps)
+
+
+@_checked(eps=_nonnegative)
+def eq41(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (41), the paper's Theorem 5: :math:`\mathrm{Adv} \le 1 - e^{-\varepsilon}`.
+
+    Claim: bounds the advantage against an eps-Chernoff-DP mechanism (via (38)). Truth: as a
+    pure eps-DP bound it is valid (it is (40) with delta = 0; sharp is
+    :math:`\tanh(\varepsilon/2)`, :func:`jaxdp.max_tv_eps_dp`). For a Chernoff budget
+    :math:`C(P,Q) \le \varepsilon` it is *not* an upper bound: every pair has
+    :math:`\mathrm{TV} \ge 1 - e^{-C}`, and randomized response with Chernoff information
+    ``eps`` has :math:`\mathrm{TV} = \sqrt{1 - e^{-2\varepsilon}}`
+    (:func:`jaxdp.max_tv_chernoff`), larger for every eps > 0, by up to 0.4142135624 at
+    ``eps = log(2)/2``.
+    """
+    (eps,) = _inexact(eps)
+    return -jnp.expm1(-eps)
+
+
+@_checked(eps=_nonnegative)
+def eq42(eps: ArrayLike) -> jax.Array:
+    r"""Eq. (42), Bayes security: :math:`\mathrm{Adv} \le \frac{e^{\varepsilon}-1}
+    {e^{\varepsilon}+1}`.
+
+    **True and sharp** for eps-DP: equals :math:`\tanh(\varepsilon/2)` (evaluated through that
+    identity), the TV of randomized response = :func:`jaxdp.max_tv_eps_dp` with ``n = 1``.
+    """
+    (eps,) = _inexact(eps)
+    return jnp.tanh(0.5 * eps)

@@ -1,0 +1,386 @@
+"""Tests for :mod:`jaxdp.conversions`.
+
+Two kinds of evidence: (1) each closed form against mpmath at 40 digits (the n-fold TV against a
+literal binomial sum); (2) the extremal facts are *shown*, not assumed: random eps-DP pairs
+(generated in numpy, with an independent numpy Chernoff solver) never exceed the bounds, and
+binary randomized response attains them.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import jax
+import jax.numpy as jnp
+import mpmath as mp
+import numpy as np
+import pytest
+from jax.test_util import check_grads
+from scipy.special import logsumexp
+
+from jaxdp import conversions as cv
+
+DPS = 40
+EPS = np.logspace(-10, 4, 57)  # the documented range of the closed forms
+
+
+def ev(f, *args, dtype=np.float64, **kwargs):
+    """Call ``f`` on broadcast, flattened args padded to length 64 (one compile per dtype).
+
+    The padding value 1.0 is legal for every argument (eps, c, delta, alpha, n).
+    """
+    arrays = np.broadcast_arrays(*[np.asarray(a, dtype) for a in args])
+    shape, size = arrays[0].shape, arrays[0].size
+    assert size <= 64
+    flat = [np.pad(a.ravel(), (0, 64 - size), constant_values=1.0) for a in arrays]
+    out = f(*flat, **kwargs)
+    assert out.dtype == dtype
+    return np.asarray(out)[:size].reshape(shape)
+
+
+def mp_map(fn, *arrays):
+    arrays = np.broadcast_arrays(*[np.asarray(a, float) for a in arrays])
+    out = np.empty(arrays[0].shape)
+    with mp.workdps(DPS):
+        for idx in np.ndindex(out.shape):
+            out[idx] = float(fn(*[mp.mpf(float(a[idx])) for a in arrays]))
+    return out
+
+
+def mp_logcosh(e):
+    return mp.log(mp.cosh(e / 2))
+
+
+# -- closed forms against mpmath ---------------------------------------------------------------
+
+# (function, reference, float64 rtol, measured float32 rtol documented in the docstring)
+CLOSED = {
+    "max_chernoff_eps_dp": (cv.max_chernoff_eps_dp, mp_logcosh, 1e-15, 5e-7),
+    "max_kl_eps_dp": (cv.max_kl_eps_dp, lambda e: e * mp.tanh(e / 2), 1e-15, 3e-7),
+    "max_tv_chernoff": (cv.max_tv_chernoff, lambda c: mp.sqrt(1 - mp.exp(-2 * c)), 1e-15, 3e-7),
+}
+
+
+@pytest.mark.parametrize("name", sorted(CLOSED))
+def test_closed_forms_match_mpmath(name):
+    f, ref, rtol64, rtol32 = CLOSED[name]
+    expected = mp_map(ref, EPS)
+    np.testing.assert_allclose(ev(f, EPS), expected, rtol=rtol64, atol=0)
+    np.testing.assert_allclose(ev(f, EPS, dtype=np.float32), expected, rtol=rtol32, atol=0)
+
+
+@pytest.mark.parametrize("n", [1, 7, 10**6])
+def test_chernoff_bound_matches_mpmath(n):
+    expected = mp_map(lambda e: mp.sqrt(1 - mp.sech(e / 2) ** (2 * n)), EPS)
+    f = cv.max_tv_eps_dp_chernoff_bound
+    np.testing.assert_allclose(ev(f, EPS, n=n), expected, rtol=1e-15, atol=0)
+    np.testing.assert_allclose(ev(f, EPS, n=n, dtype=np.float32), expected, rtol=1e-6, atol=0)
+
+
+def test_max_neg_log_bc_and_eps_delta_match_mpmath():
+    e, a = np.logspace(-6, math.log10(50), 12)[:, None], np.array([0.0, 0.1, 0.5, 0.9, 1.0])
+    ref = mp_map(lambda x, s: mp.log((1 + mp.exp(x)) / (mp.exp(s * x) + mp.exp((1 - s) * x))), e, a)
+    # absolute accuracy a few ulp of log cosh(eps/2) (documented); relative where not near 0/1
+    scale = mp_map(mp_logcosh, e)
+    np.testing.assert_allclose(ev(cv.max_neg_log_bc_eps_dp, e, a), ref, rtol=1e-13, atol=0)
+    assert np.all(np.abs(ev(cv.max_neg_log_bc_eps_dp, e, a) - ref) <= 1e-15 * scale)
+    d = np.array([0.0, 1e-9, 0.1, 1.0])
+    ref = mp_map(lambda x, s: s + (1 - s) * mp.tanh(x / 2), e, d)
+    np.testing.assert_allclose(ev(cv.max_tv_eps_delta_dp, e, d), ref, rtol=1e-15, atol=0)
+
+
+def _mp_tv_rr(eps, n):
+    """Literal TV of Bin(n, p) vs Bin(n, 1 - p): sum_k max(0, difference) (40 digits).
+
+    For n = 1e4 only k > n/2 is summed: there the pmf ratio e^{(2k - n) eps} exceeds 1, and
+    elsewhere the positive part is 0 (checked literally for the smaller n).
+    """
+    with mp.workdps(DPS):
+        e = mp.mpf(eps)
+        p = mp.exp(e) / (1 + mp.exp(e))
+        q = 1 - p
+        k0 = n // 2 + 1 if n > 1000 else 0
+        b = mp.binomial(n, k0)
+        total = mp.mpf(0)
+        for k in range(k0, n + 1):
+            total += max(0, b * (p**k * q ** (n - k) - q**k * p ** (n - k)))
+            b = b * (n - k) / (k + 1)
+        return float(total)
+
+
+TV_EPS = np.array([1e-8, 1e-3, 0.5, 1.0, 5.0, 50.0])
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000, 10_000])
+def test_max_tv_eps_dp_matches_binomial_sum(n):
+    eps = TV_EPS if n < 10_000 else TV_EPS[[0, 1, 5]]
+    expected = np.array([_mp_tv_rr(e, n) for e in eps])
+    np.testing.assert_allclose(ev(cv.max_tv_eps_dp, eps, n=n), expected, rtol=1e-14, atol=0)
+    if n in (3, 10_000):  # float32: documented < 3e-7 for n <= 3, < 1e-5 for n <= 1e4
+        got32 = ev(cv.max_tv_eps_dp, eps, n=n, dtype=np.float32)
+        np.testing.assert_allclose(got32, expected, rtol=3e-7 if n == 3 else 1e-5, atol=0)
+
+
+@pytest.mark.parametrize("n", [1000, 10_000])
+def test_max_tv_eps_dp_float32_on_a_dense_grid(n):
+    # float64 is checked against mpmath above (1e-14); float32 documented < 1e-5 for n <= 1e4.
+    eps = np.logspace(-8, math.log10(50), 64)
+    want = ev(cv.max_tv_eps_dp, eps, n=n)
+    np.testing.assert_allclose(ev(cv.max_tv_eps_dp, eps, n=n, dtype=np.float32), want, rtol=1e-5)
+
+
+def test_max_tv_eps_dp_array_n_and_limits():
+    n = np.array([1, 2, 10, 101])
+    got = np.asarray(cv.max_tv_eps_dp(TV_EPS[:, None], n=n))
+    assert got.shape == (TV_EPS.size, n.size)
+    for j, nj in enumerate(n):
+        np.testing.assert_allclose(got[:, j], ev(cv.max_tv_eps_dp, TV_EPS, n=int(nj)), rtol=1e-14)
+    assert np.array_equal(ev(cv.max_tv_eps_dp, [0.0, np.inf], n=5), [0.0, 1.0])
+    np.testing.assert_allclose(ev(cv.max_tv_eps_dp, TV_EPS, n=1), np.tanh(TV_EPS / 2), rtol=1e-15)
+
+
+# -- extremal facts, shown on random pairs -------------------------------------------------------
+
+
+def np_chernoff(p, q, iters=90):
+    """Chernoff information of rows of (p, q) by golden section on the concave -log C_a."""
+    lp, lq = np.log(p), np.log(q)
+
+    def f(a):
+        return -logsumexp(a[:, None] * lp + (1 - a[:, None]) * lq, axis=-1)
+
+    lo, hi = np.zeros(len(p)), np.ones(len(p))
+    g = (math.sqrt(5) - 1) / 2
+    for _ in range(iters):
+        c, d = hi - g * (hi - lo), lo + g * (hi - lo)
+        left = f(c) > f(d)
+        hi, lo = np.where(left, d, hi), np.where(left, lo, c)
+    return np.maximum(f((lo + hi) / 2), 0.0)
+
+
+def np_kl(p, q):
+    return np.sum(p * np.log(p / q), axis=-1)
+
+
+def np_tv(p, q):
+    return 0.5 * np.sum(np.abs(p - q), axis=-1)
+
+
+def random_dp_pairs(rng, eps, num, k):
+    """Random pairs with max |log p/q| <= eps, most of them *on* the boundary.
+
+    Draw two random probability vectors and mix both with the uniform law, with the smallest
+    weight (bisection) that makes the pair eps-DP; a third of the pairs get a random larger
+    weight (strictly inside).
+    """
+    p, q = rng.dirichlet(np.full(k, 0.3), size=(2, num))
+    p, q = np.maximum(p, 1e-300), np.maximum(q, 1e-300)
+
+    def mix(w):
+        w = w[:, None]
+        return (1 - w) * p + w / k, (1 - w) * q + w / k
+
+    def ok(w):
+        a, b = mix(w)
+        return np.max(np.abs(np.log(a / b)), axis=-1) <= eps
+
+    lo, hi = np.zeros(num), np.ones(num)
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        good = ok(mid)
+        hi, lo = np.where(good, mid, hi), np.where(good, lo, mid)
+    w = np.where(np.arange(num) % 3 == 0, hi + (1 - hi) * rng.random(num), hi)
+    assert np.all(ok(w))
+    return mix(w)
+
+
+def randomized_response(eps):
+    p = math.exp(eps) / (1 + math.exp(eps))
+    return np.array([[p, 1 - p]]), np.array([[1 - p, p]])
+
+
+DP_EPS = [0.01, 0.1, 0.5, 1.0, 3.0, 10.0]
+TOL = 1e-15  # absolute rounding of the numpy references (logsumexp of O(1) terms)
+
+
+@pytest.mark.parametrize("eps", DP_EPS)
+def test_random_dp_pairs_never_exceed_and_rr_attains(eps):
+    rng = np.random.default_rng(int(eps * 1000))
+    lc, kl, tv = (
+        float(ev(f, eps)) for f in (cv.max_chernoff_eps_dp, cv.max_kl_eps_dp, cv.max_tv_eps_dp)
+    )
+    alphas = np.array([0.1, 0.5, 0.9])
+    worst_bc = ev(cv.max_neg_log_bc_eps_dp, eps, alphas)
+    for k in (2, 3, 6):
+        p, q = random_dp_pairs(rng, eps, 300, k)
+        assert np.all(np_chernoff(p, q) <= lc * (1 + 1e-9) + TOL)
+        assert np.all(np_kl(p, q) <= kl * (1 + 1e-12) + TOL)
+        assert np.all(np_kl(q, p) <= kl * (1 + 1e-12) + TOL)
+        assert np.all(np_tv(p, q) <= tv * (1 + 1e-12) + TOL)
+        neg_log_bc = -logsumexp(
+            alphas[:, None, None] * np.log(p) + (1 - alphas[:, None, None]) * np.log(q), axis=-1
+        )
+        assert np.all(neg_log_bc <= worst_bc[:, None] * (1 + 1e-12) + TOL)
+    p, q = randomized_response(eps)  # attained
+    np.testing.assert_allclose(np_chernoff(p, q), lc, rtol=1e-9, atol=TOL)
+    np.testing.assert_allclose(np_kl(p, q), kl, rtol=1e-12, atol=TOL)
+    np.testing.assert_allclose(np_tv(p, q), tv, rtol=1e-12)
+    neg_log_bc = -logsumexp(
+        alphas[:, None] * np.log(p) + (1 - alphas[:, None]) * np.log(q), axis=-1
+    )
+    np.testing.assert_allclose(neg_log_bc, worst_bc, rtol=1e-12, atol=TOL)
+    # ... and the eps-DP constraint is what makes the bound hold: RR at 1.1 eps exceeds it.
+    p, q = randomized_response(1.1 * eps)
+    assert np_chernoff(p, q)[0] > lc and np_tv(p, q)[0] > tv
+
+
+def test_tv_from_chernoff_is_sharp_on_random_pairs():
+    rng = np.random.default_rng(7)
+    p, q = np.maximum(rng.dirichlet(np.full(4, 0.5), size=(2, 2000)), 1e-300)
+    c = np_chernoff(p, q)
+    tv = np_tv(p, q)
+    assert np.all(tv <= np.sqrt(-np.expm1(-2 * c)) + 1e-12)
+    assert np.all(tv >= -np.expm1(-c) - 1e-12)  # so 1 - e^{-C} (paper's (41)) is a lower bound
+    np.testing.assert_allclose(
+        cv.max_tv_chernoff(c[:64]), np.sqrt(-np.expm1(-2 * c[:64])), rtol=1e-15
+    )
+    for eps in (0.1, 1.0, 5.0):  # RR attains
+        p1, q1 = randomized_response(eps)
+        bound = float(cv.max_tv_chernoff(np_chernoff(p1, q1)[0]))
+        assert abs(np_tv(p1, q1)[0] - bound) < 1e-9
+
+
+def _product(pairs):
+    """Joint pmf of independent factors: list of (p, q) arrays of shape (num, k) -> (num, k^n)."""
+    p, q = pairs[0]
+    for a, b in pairs[1:]:
+        p = (p[:, :, None] * a[:, None, :]).reshape(len(p), -1)
+        q = (q[:, :, None] * b[:, None, :]).reshape(len(q), -1)
+    return p, q
+
+
+@pytest.mark.parametrize("eps", [0.1, 1.0, 3.0])
+def test_n_fold_composition_exact_tv(eps):
+    rng = np.random.default_rng(11)
+    for n in (2, 3):  # different random eps-DP factors, composed
+        p, q = _product([random_dp_pairs(rng, eps, 200, 3) for _ in range(n)])
+        assert np.all(np_tv(p, q) <= float(ev(cv.max_tv_eps_dp, eps, n=n)) * (1 + 1e-12))
+    ns = list(range(1, 9))
+    exact = np.array([ev(cv.max_tv_eps_dp, eps, n=n) for n in ns])
+    bound = ev(cv.max_tv_eps_dp_chernoff_bound, eps, ns)
+    for n, tv in zip(ns, exact, strict=True):  # n-fold RR by brute-force enumeration attains it
+        p, q = _product([randomized_response(eps)] * n)
+        np.testing.assert_allclose(np_tv(p, q), tv, rtol=1e-12)
+        np.testing.assert_allclose(np_chernoff(p, q), n * math.log(math.cosh(eps / 2)), rtol=1e-9)
+    assert bound[0] == pytest.approx(exact[0], rel=1e-14)  # sharp at n = 1 ...
+    assert np.all(bound[1:] > exact[1:])  # ... a strict bound beyond
+
+
+def test_eps_delta_tv_on_random_pairs():
+    rng = np.random.default_rng(3)
+    p, q = rng.dirichlet(np.full(5, 0.5), size=(2, 3000))
+    for eps in (0.1, 1.0, 4.0):
+        delta = np.maximum(
+            np.sum(np.maximum(p - math.exp(eps) * q, 0), -1),
+            np.sum(np.maximum(q - math.exp(eps) * p, 0), -1),
+        )
+        bound = np.asarray(cv.max_tv_eps_delta_dp(eps, delta))
+        assert np.all(np_tv(p, q) <= bound + 1e-12)
+        d = 0.05  # Kairouz et al.'s extremal 4-point (eps, delta) pair attains it
+        r = math.exp(eps) / (1 + math.exp(eps))
+        p4 = np.array([d, (1 - d) * r, (1 - d) * (1 - r), 0.0])
+        assert abs(np_tv(p4, p4[::-1]) - float(cv.max_tv_eps_delta_dp(eps, d))) < 1e-15
+
+
+# -- transformations, gradients, bad input -----------------------------------------------------
+
+GRID = np.linspace(0.2, 6.0, 64)  # the ev() length: eager calls reuse compiled kernels
+SMOOTH = {
+    "max_chernoff_eps_dp": cv.max_chernoff_eps_dp,
+    "max_kl_eps_dp": cv.max_kl_eps_dp,
+    "max_tv_chernoff": cv.max_tv_chernoff,
+    "max_neg_log_bc_eps_dp": lambda e: cv.max_neg_log_bc_eps_dp(e, 0.3),
+    "max_tv_eps_delta_dp": lambda e: cv.max_tv_eps_delta_dp(e, 0.01),
+    "max_tv_eps_dp_chernoff_bound": lambda e: cv.max_tv_eps_dp_chernoff_bound(e, 3),
+    "max_tv_eps_dp": lambda e: cv.max_tv_eps_dp(e, n=5),
+}
+
+
+def test_every_public_function_is_covered():
+    assert set(SMOOTH) == set(cv.__all__)
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH))
+def test_jit_of_vmap_equals_eager(name):
+    f = SMOOTH[name]
+    np.testing.assert_allclose(jax.jit(jax.vmap(f))(GRID), f(GRID), rtol=1e-14)
+
+
+@pytest.mark.parametrize("name", sorted(SMOOTH))
+def test_gradients_match_finite_differences(name):
+    # First order (second order costs ~3x the compile time); for the costly binomial sum only
+    # reverse mode (what jax.grad uses), forward mode would be one more large compile.
+    modes = ("rev",) if name == "max_tv_eps_dp" else ("fwd", "rev")
+    check_grads(SMOOTH[name], (GRID,), order=1, modes=modes)
+
+
+def test_gradients_at_zero_are_finite_and_exact():
+    @jax.jit
+    def grads(e):
+        fs = [
+            cv.max_chernoff_eps_dp,
+            cv.max_kl_eps_dp,
+            lambda x: cv.max_tv_eps_dp_chernoff_bound(x, 4),
+            lambda x: cv.max_tv_eps_dp(x, n=4),
+            lambda x: cv.max_tv_eps_dp(x, n=1),
+        ]
+        return jnp.stack([jax.grad(f)(e) for f in fs])
+
+    # 0, 0, sqrt(n)/2 for the Chernoff bound, and d/deps TV(n-fold RR) at 0 = E[(2K - n)_+]
+    # for K ~ Bin(n, 1/2): 3/4 for n = 4, 1/2 for n = 1.
+    np.testing.assert_allclose(grads(0.0), [0.0, 0.0, 1.0, 0.75, 0.5], rtol=1e-14, atol=0)
+
+
+def test_traced_n_is_allowed_only_where_documented():
+    f = jax.jit(cv.max_tv_eps_dp_chernoff_bound)
+    np.testing.assert_allclose(f(GRID, 3), cv.max_tv_eps_dp_chernoff_bound(GRID, 3), rtol=1e-14)
+    with pytest.raises(TypeError, match=r"^n must be concrete"):
+        jax.jit(cv.max_tv_eps_dp)(GRID, 3)
+    static = jax.jit(cv.max_tv_eps_dp, static_argnames="n")
+    np.testing.assert_allclose(static(GRID, n=3), cv.max_tv_eps_dp(GRID, n=3), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    ("call", "arg"),
+    [
+        (lambda: cv.max_chernoff_eps_dp(-1.0), "eps"),
+        (lambda: cv.max_kl_eps_dp(np.array([1.0, -1e-9])), "eps"),
+        (lambda: cv.max_tv_eps_dp(-0.5), "eps"),
+        (lambda: cv.max_tv_eps_dp_chernoff_bound(-0.5), "eps"),
+        (lambda: cv.max_tv_chernoff(-0.1), "c"),
+        (lambda: cv.max_tv_eps_delta_dp(1.0, 1.1), "delta"),
+        (lambda: cv.max_neg_log_bc_eps_dp(1.0, -0.1), "alpha"),
+        *[(lambda n=n: cv.max_tv_eps_dp(1.0, n=n), "n") for n in (0, -3, 2.5, np.array([1, 0]))],
+        *[(lambda n=n: cv.max_tv_eps_dp_chernoff_bound(1.0, n), "n") for n in (0, 1.5)],
+    ],
+)
+def test_bad_input_names_the_argument(call, arg):
+    with pytest.raises(ValueError, match=rf"^{arg} "):
+        call()
+
+
+def test_float32_stays_float32_and_ints_promote():
+    x32 = jnp.asarray(GRID, jnp.float32)
+    for name, f in SMOOTH.items():
+        assert f(x32).dtype == jnp.float32, name
+    assert cv.max_chernoff_eps_dp(2).dtype == jnp.result_type(float)
+    assert cv.max_tv_eps_dp_chernoff_bound(np.array([1, 2]), n=3).dtype == jnp.result_type(float)
+
+
+def test_itertools_product_matches_pairwise_product():  # guards the helper used above
+    (p1, q1), (p2, q2) = randomized_response(0.3), randomized_response(0.7)
+    p, q = _product([(p1, q1), (p2, q2)])
+    want = [a * b for a, b in itertools.product(p1[0], p2[0])]
+    np.testing.assert_allclose(p[0], want, rtol=1e-15)
+    np.testing.assert_allclose(q.sum(), 1.0, rtol=1e-15)
