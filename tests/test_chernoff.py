@@ -265,7 +265,7 @@ def test_gradient_at_boundary_optimum_is_envelope_only():
         r = jd.chernoff(jd.Categorical(p), jd.Categorical(q))
         return r.information, r.alpha
 
-    (ci, ca), (ti, ta) = jax.jvp(f, (0.05,), (1.0,))
+    (_, ca), (ti, ta) = jax.jvp(f, (0.05,), (1.0,))
     assert float(ca) == 0.0 and float(ta) == 0.0
     # C = -log Q(supp P) - 0 = log 1.25 does not depend on x at a = 0
     np.testing.assert_allclose(float(ti), 0.0, atol=1e-14)
