@@ -27,6 +27,7 @@ function theorem on :math:`f'(\alpha^*) = 0`,
 from __future__ import annotations
 
 import functools
+import math
 from typing import NamedTuple
 
 import jax
@@ -35,7 +36,7 @@ import optax
 from jax import lax
 
 from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
-from jaxdp.distributions import Distribution, Product
+from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
 __all__ = ["ChernoffResult", "chernoff"]
 
@@ -244,10 +245,45 @@ def chernoff(
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     check_pair(P, Q)
-    return _chernoff(P, Q, method, max_steps)
+    return _chernoff_dispatch(P, Q, method, max_steps)
+
+
+#: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
+#: (``lax.map``): the solver state then stays in cache, about twice as fast at 1e5 pairs.
+CPU_CHUNK = 4096
+
+
+def _scalar_leaves(d) -> bool:
+    if isinstance(d, Product):
+        return all(_scalar_leaves(c) for c in d.components)
+    return isinstance(d, Laplace | Gaussian | DiscreteLaplace)
 
 
 @functools.partial(jax.jit, static_argnums=(2, 3))
+def _chernoff_dispatch(P, Q, method, max_steps):
+    shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
+    size = math.prod(shape)
+    if not (
+        jax.default_backend() == "cpu"
+        and size >= 4 * CPU_CHUNK
+        and _scalar_leaves(P)
+        and _scalar_leaves(Q)
+    ):
+        return _chernoff(P, Q, method, max_steps)
+    n_chunks = -(-size // CPU_CHUNK)
+    pad = n_chunks * CPU_CHUNK - size
+
+    def split(x):
+        flat = jnp.broadcast_to(x, shape).reshape(-1)
+        # pad with copies of the first pair (a valid problem), dropped afterwards
+        flat = jnp.concatenate([flat, jnp.broadcast_to(flat[:1], (pad,))])
+        return flat.reshape(n_chunks, CPU_CHUNK)
+
+    Pc, Qc = jax.tree_util.tree_map(split, (P, Q))
+    out = lax.map(lambda pq: _chernoff(pq[0], pq[1], method, max_steps), (Pc, Qc))
+    return jax.tree_util.tree_map(lambda x: x.reshape(-1)[:size].reshape(shape), out)
+
+
 def _chernoff(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)

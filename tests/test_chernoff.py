@@ -277,3 +277,23 @@ def test_bad_arguments():
         jd.chernoff(P, Q, method="bogus")
     with pytest.raises(ValueError, match="max_steps"):
         jd.chernoff(P, Q, max_steps=0)
+
+
+def test_large_cpu_batches_are_chunked_without_changing_results():
+    from jaxdp.chernoff import CPU_CHUNK
+
+    n = 4 * CPU_CHUNK + 3  # takes the chunked path, with padding
+    b = jnp.linspace(0.5, 2.0, n)
+    loc = jnp.linspace(0.0, 3.0, n)
+    big = jd.chernoff(jd.Laplace(0.0, b), jd.Laplace(loc, 1.3))
+    idx = np.array([0, 1, CPU_CHUNK, n - 1])
+    small = jd.chernoff(jd.Laplace(0.0, b[idx]), jd.Laplace(loc[idx], 1.3))
+    np.testing.assert_allclose(big.information[idx], small.information, rtol=1e-14)
+    np.testing.assert_allclose(big.alpha[idx], small.alpha, atol=1e-14)
+    g = jax.grad(lambda b: jd.chernoff(jd.Laplace(0.0, b), jd.Laplace(loc, 1.3)).information.sum())(
+        b
+    )
+    gs = jax.grad(
+        lambda b: jd.chernoff(jd.Laplace(0.0, b), jd.Laplace(loc[idx], 1.3)).information.sum()
+    )(b[idx])
+    np.testing.assert_allclose(g[idx], gs, rtol=1e-12)
