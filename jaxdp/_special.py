@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 
@@ -77,20 +78,30 @@ def log1pmx(x):
     return jnp.where(small, series, jnp.log1p(xl) - xl)
 
 
+# psi(x) = sum_n (-x)^n/(n+1)! and 1 - psi(x) = x sum_n (-x)^n/(n+2)!, for |x| <= 1/8
+_PSI_SERIES = tuple(1.0 / math.factorial(n + 1) for n in range(12))
+_OMPSI_SERIES = tuple(1.0 / math.factorial(n + 2) for n in range(12))
+
+
 def psi(x):
-    r"""Stable :math:`\psi(x) = (1 - e^{-x})/x`, with :math:`\psi(0) = 1`."""
+    r"""Stable :math:`\psi(x) = (1 - e^{-x})/x`, with :math:`\psi(0) = 1`.
+
+    A series near 0 (not a special case at 0), so that derivatives at 0 are right too.
+    """
     x = jnp.asarray(x)
-    zero = x == 0
-    xs = jnp.where(zero, 1.0, x)
-    return jnp.where(zero, 1.0, -jnp.expm1(-xs) / xs)
+    small = jnp.abs(x) <= 0.125
+    xs = jnp.where(small, x, 0.0)
+    xl = jnp.where(small, 1.0, x)
+    return jnp.where(small, _horner(_PSI_SERIES, -xs), -jnp.expm1(-xl) / xl)
 
 
 def one_minus_psi(x):
-    r"""Stable :math:`1 - \psi(x) = \varphi(-x)/x`, with value 0 at :math:`x = 0`."""
+    r"""Stable :math:`1 - \psi(x) = \varphi(-x)/x` (series near 0, value 0 at 0)."""
     x = jnp.asarray(x)
-    zero = x == 0
-    xs = jnp.where(zero, 1.0, x)
-    return jnp.where(zero, 0.0, phi(-xs) / xs)
+    small = jnp.abs(x) <= 0.125
+    xs = jnp.where(small, x, 0.0)
+    xl = jnp.where(small, 1.0, x)
+    return jnp.where(small, xs * _horner(_OMPSI_SERIES, -xs), phi(-xl) / xl)
 
 
 def sinhc_m1(x):
@@ -173,7 +184,7 @@ def amgm_gap(a, l, b=None):
         s[m] = s[m - 1] * a + 1.0
     acc = jnp.zeros_like(a * ls)
     for n in range(n_terms + 1, 1, -1):
-        acc = acc * ls + s[n - 1] / math.factorial(n)
+        acc = acc * ls + s[n - 1] / float(math.factorial(n))
     series = a * b * ls * ls * acc
     ll = jnp.where(small, -2.0, l)
     finite = jnp.isfinite(ll)
@@ -193,6 +204,10 @@ def amgm_gap(a, l, b=None):
     )
     high = b * (-jnp.expm1(-big_l) - big_l * e) - e_phi_bl
     large = jnp.where(a <= 0.5, low, high)
+    # outside [0, 1] (Rényi orders above 1) the direct form; no cancellation issue there
+    outside = (a < 0) | (a > 1)
+    direct = a * jnp.expm1(lf) - jnp.expm1(jnp.where(outside, a * lf, 0.0))
+    large = jnp.where(outside, direct, large)
     large = jnp.where(finite, large, b)
     return jnp.where(small, series, large)
 
@@ -235,3 +250,27 @@ def logtanh_bregman(u, v):
     uf = jnp.where(close, 2.0 * v, u)
     direct = logtanh(uf) - logtanh(v) - _logtanh_d1(v) * (uf - v)
     return jnp.where(close, quad, direct)
+
+
+@jax.custom_jvp
+def mixture_gap_da(a, rho, k, phr):
+    r""":math:`\partial_a g(a, \rho) = (\varphi(\rho) - a\rho K)/(1 + aK)`, :math:`K = e^\rho - 1`.
+
+    ``k`` and ``phr`` must be ``expm1(rho)`` and ``phi(rho)`` (precomputed by the caller).
+    Its derivatives are supplied in the stable forms :math:`\partial_a = -K^2/(1+aK)^2` and
+    :math:`\partial_\rho = K(1 - 2a - a^2K)/(1+aK)^2`: autodiff of the expression above
+    would cancel two :math:`O(\rho)` terms, losing relative accuracy of
+    :math:`d\alpha^*/d\theta` for nearly equal scales.
+    """
+    return (phr - a * rho * k) / (1.0 + a * k)
+
+
+@mixture_gap_da.defjvp
+def _mixture_gap_da_jvp(primals, tangents):
+    a, rho, k, phr = primals
+    ta, trho, _, _ = tangents  # k and phr are functions of rho: their tangents are implied
+    den = 1.0 + a * k
+    value = (phr - a * rho * k) / den
+    d_a = -jnp.square(k / den)
+    d_rho = k * (1.0 - 2.0 * a - a * a * k) / jnp.square(den)
+    return value, d_a * ta + d_rho * trho

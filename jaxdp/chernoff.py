@@ -296,7 +296,7 @@ def _chernoff(P, Q, method, max_steps):
     disjoint = information == jnp.inf
     a_star = jnp.where(disjoint, 0.5, a_star)
     deriv = jnp.where(disjoint, 0.0, deriv)
-    converged = (converged | disjoint) & ~jnp.isnan(information)
+    converged = ((converged & ~jnp.isnan(deriv)) | disjoint) & ~jnp.isnan(information)
     alpha = _implicit_alpha(a_star, P, Q)
     return ChernoffResult(
         information=information,

@@ -40,25 +40,40 @@ def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
 
 def combine(a, direct, deficit):
     """Pick the accurate form: ``log1p(-deficit)`` when ``C_a`` is near 1, else ``direct``."""
-    near_one = (deficit < 0.5) & (a >= 0) & (a <= 1)
+    near_one = jnp.abs(deficit) < 0.5
     return jnp.where(near_one, jnp.log1p(-jnp.where(near_one, deficit, 0.0)), direct)
 
 
 def exponent(a, lp, lq):
-    """``a lp + (1-a) lq`` with 0 * (-inf) read as the one-sided limit (-inf)."""
+    """``a lp + (1-a) lq`` with 0 * (-inf) read as the one-sided limit (-inf).
+
+    For ``a > 1`` (Rényi orders above 1) a point with ``p > 0 = q`` contributes
+    ``p^a q^(1-a) = +inf``.
+    """
     zero = (lp == -jnp.inf) | (lq == -jnp.inf)
     lps = jnp.where(zero, 0.0, lp)
     lqs = jnp.where(zero, 0.0, lq)
-    return jnp.where(zero, -jnp.inf, a * lps + (1.0 - a) * lqs)
+    blow_up = (a > 1) & (lq == -jnp.inf) & (lp > -jnp.inf)
+    return jnp.where(zero, jnp.where(blow_up, jnp.inf, -jnp.inf), a * lps + (1.0 - a) * lqs)
 
 
 def log_bc(P, Q, a):
     lp, lq = P.log_probs, Q.log_probs
     a_ = jnp.asarray(a)[..., None]
     direct = logsumexp(exponent(a_, lp, lq), axis=-1)
-    inside = (a_ >= 0) & (a_ <= 1)
-    deficit = deficit_sum(jnp.where(inside, a_, 0.5), lp, lq)
+    deficit = _deficit_any_order(a_, lp, lq)
     return combine(a, direct, deficit)
+
+
+def _deficit_any_order(a_, lp, lq, weights=None):
+    """Deficit sum for a in [0, 1]; for a > 1 only where every |log p/q| <= 1 (near-identical
+    pairs; elsewhere the direct form is accurate and the deficit is set to +inf)."""
+    inside = (a_ >= 0) & (a_ <= 1)
+    both = jnp.isfinite(lp) & jnp.isfinite(lq)
+    l = jnp.where(both, lp - lq, jnp.inf)
+    mild = jnp.all((jnp.abs(l) <= 1.0) | ((lp == -jnp.inf) & (lq == -jnp.inf)), axis=-1)
+    deficit = deficit_sum(jnp.where(inside | mild[..., None], a_, 0.5), lp, lq, weights=weights)
+    return jnp.where(inside[..., 0] | mild, deficit, jnp.inf)
 
 
 def kl(P, Q):
@@ -81,10 +96,13 @@ def tv(P, Q):
     r""":math:`\tfrac12\sum_k |p_k - q_k|`, with :math:`p - q = q\,\mathrm{expm1}(\ell)`."""
     lp, lq = P.log_probs, Q.log_probs
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
+    absl = jnp.abs(jnp.where(both, lp - lq, 0.0))
+    small = absl <= 1.0
+    # |p - q| = min(p, q) expm1(|l|) where p ~ q (no cancellation), else the plain difference
     diff = jnp.where(
-        both,
-        jnp.exp(jnp.minimum(lp, lq)) * jnp.expm1(jnp.abs(jnp.where(both, lp - lq, 0.0))),
-        jnp.exp(jnp.maximum(lp, lq)),
+        both & small,
+        jnp.exp(jnp.minimum(lp, lq)) * jnp.expm1(jnp.where(small, absl, 0.0)),
+        jnp.exp(jnp.maximum(lp, lq)) - jnp.where(both, jnp.exp(jnp.minimum(lp, lq)), 0.0),
     )
     return 0.5 * jnp.sum(diff, axis=-1)
 
@@ -101,9 +119,8 @@ def moment_derivs(a, lp, lq, lw=None, *, normalized=True):
     is used.
     """
     a_ = jnp.asarray(a)[..., None]
-    e = exponent(a_, lp, lq)
-    if lw is not None:
-        e = e + lw
+    ex = exponent(a_, lp, lq)
+    e = ex if lw is None else ex + lw
     log_c = logsumexp(e, axis=-1, keepdims=True)
     pi = jnp.exp(e - log_c)
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
@@ -113,10 +130,10 @@ def moment_derivs(a, lp, lq, lw=None, *, normalized=True):
     ls = jnp.where(small, l, 0.0)
     # q [l expm1(a l) - phi(l)]  ==  l p^a q^(1-a) - (p - q)
     term_small = q * (ls * jnp.expm1(a_ * ls) - sp.phi(ls))
-    term_large = l * jnp.exp(e - (0.0 if lw is None else lw)) - (p - q)
+    term_large = l * jnp.exp(ex) - (p - q)
     term = jnp.where(small & both, term_small, jnp.where(both, term_large, q - p))
     if lw is not None:
-        term = term * jnp.exp(lw)
+        term = jnp.where(lw > -jnp.inf, term * jnp.exp(lw), 0.0)  # empty pieces carry nothing
     d1 = jnp.sum(term, axis=-1) / jnp.exp(log_c[..., 0])
     if not normalized:
         d1 = jnp.sum(jnp.where(both, pi * l, 0.0), axis=-1)

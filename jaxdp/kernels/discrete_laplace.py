@@ -32,8 +32,11 @@ def _stable(b1, b2, delta, a):
     k1, k2 = 0.5 / b1, 0.5 / b2
     ka = k1 + (1.0 - a) * (k2 - k1)
     base = a * sp.logtanh_bregman(k1, ka) + (1.0 - a) * sp.logtanh_bregman(k2, ka)
-    lam = jnp.minimum(a / b1, (1.0 - a) / b2)
-    dl = jnp.abs(a * b2 - (1.0 - a) * b1) / (b1 * b2)
+    # min/abs with one branch choice: consistent parameter-derivatives at the tie
+    left = a / b1 <= (1.0 - a) / b2
+    lam = jnp.where(left, a / b1, (1.0 - a) / b2)
+    diff = ((1.0 - a) * b1 - a * b2) / (b1 * b2)
+    dl = jnp.where(left, diff, -diff)
     e2l = -jnp.expm1(-2.0 * lam)  # 1 - e^{-2 lambda}
     psi_d = sp.psi(dl)
     g = e2l * jnp.exp(-dl) / (psi_d * (1.0 + jnp.exp(-2.0 * ka)))
@@ -59,8 +62,9 @@ def _direct(b1, b2, delta, a):
     s = 0.5 * (l1 + l2)
     converges = ~(s <= 0)
     ss = jnp.where(converges, s, 1.0)
-    lo = jnp.minimum(l1, l2)
-    dl = jnp.abs(l1 - l2)
+    left = l1 <= l2
+    lo = jnp.where(left, l1, l2)
+    dl = jnp.where(left, l2 - l1, l1 - l2)
     log_tail = -jnp.log(jnp.expm1(2.0 * ss))
     terms = jnp.stack(
         [
@@ -176,14 +180,18 @@ def derivs_setup(P, Q):
 
 
 def derivs(consts, a):
-    """Derivatives for the solver by forward-mode autodiff of the compact log-sum form
-    (much cheaper to compile than the stable form, which is used for the value)."""
+    """Derivatives for the solver: the first (which locates the root, so it must keep
+    relative accuracy for near-identical pairs) by forward-mode autodiff of the stable form,
+    the second (which only scales the Newton step) of the compact log-sum form, which is
+    much cheaper to compile twice over."""
     import jax
 
     b1, b2, delta = consts
     ones = jnp.ones_like(a)
+    d1 = jax.jvp(lambda s: _stable(b1, b2, delta, s), (a,), (ones,))[1]
 
     def first(t):
         return jax.jvp(lambda s: _direct(b1, b2, delta, s), (t,), (ones,))[1]
 
-    return jax.jvp(first, (a,), (ones,))
+    d2 = jax.jvp(first, (a,), (ones,))[1]
+    return d1, d2

@@ -115,7 +115,7 @@ def derivs(consts, a):
     rho, k, phr, c = consts
     den = 1.0 + a * k
     inv = 1.0 / den
-    g1 = (phr - a * rho * k) * inv
+    g1 = sp.mixture_gap_da(a, rho, k, phr)
     g2 = -jnp.square(k * inv)
     t1 = c * (1.0 - 2.0 * a - a * a * k) * inv * inv
     t2 = -2.0 * c * (1.0 + k) * inv * inv * inv

@@ -37,8 +37,13 @@ def log_bc(P, Q, a):
     rho = sp.log_ratio(b2, b1)
     l1 = a / b1 * delta
     l2 = (1.0 - a) / b2 * delta
-    x = jnp.minimum(l1, l2)
-    d = jnp.abs(a * b2 - (1.0 - a) * b1) / (b1 * b2) * delta
+    # x = min(l1, l2), d = |l1 - l2|, written with one branch choice so that derivatives
+    # with respect to the parameters stay consistent at the tie l1 = l2 (where the
+    # symmetric optimum of equal-scale pairs sits); min/abs would drop a term there.
+    left = l1 <= l2
+    x = jnp.where(left, l1, l2)
+    diff = ((1.0 - a) * b1 - a * b2) / (b1 * b2) * delta  # l2 - l1
+    d = jnp.where(left, diff, -diff)
     p = sp.psi(d)
     omp = sp.one_minus_psi(d)
     # a in [0, 1]: x >= 0, both terms non-negative.
@@ -158,13 +163,13 @@ def derivs(consts, a):
     """
     rho, k, phr, p, q = consts
     den = 1.0 + a * k
-    g1 = (phr - a * rho * k) / den
+    g1 = sp.mixture_gap_da(a, rho, k, phr)
     g2 = -jnp.square(k / den)
     u = a * p
     v = (1.0 - a) * q
     left = u <= v
-    x = jnp.minimum(u, v)
-    d = jnp.abs(u - v)
+    x = jnp.where(left, u, v)  # min/abs with a consistent branch (see log_bc)
+    d = jnp.where(left, v - u, u - v)
     xp = jnp.where(left, p, -q)
     dp = jnp.where(left, -(p + q), p + q)
     psi, omp, om, omd = _psi_family(d)

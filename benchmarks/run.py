@@ -1,0 +1,449 @@
+"""Run every jaxdp benchmark and write JSON + markdown results.
+
+Usage::
+
+    python benchmarks/run.py [--quick] [--out benchmarks/results]
+    python benchmarks/run.py --speed-only --gpu --out benchmarks/results/gpu-<date>
+
+Steps, each a separate process (so that ``jax_enable_x64`` and the one-core pinning are set at
+start-up): the accuracy suite (``bench_accuracy.py``), the speed suite in float64 and in
+float32 with x64 off (``bench_speed.py``, pinned to one core with single-threaded XLA unless
+``--all-cores`` or ``--gpu``), and, when present, ``bench_calibrate.py`` and
+``bench_sweep.py``. Then ``summary.json``/``summary.md``: the headline tables, the targets of
+the issue and the command and machine that produced them. ``--quick`` finishes in about two
+minutes on one core.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H
+
+HERE = Path(__file__).resolve().parent
+
+
+def _run(cmd: list[str], log: list, timeout: float | None = None) -> int:
+    print("$ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd), flush=True)
+    t = time.perf_counter()
+    try:
+        rc = subprocess.call(cmd, cwd=H.REPO, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  -> killed after {timeout:.0f} s (partial results kept)", flush=True)
+        rc = 124
+    dt = time.perf_counter() - t
+    log.append({"command": " ".join(cmd[1:]), "rc": rc, "seconds": dt})
+    print(f"  -> exit {rc} in {dt:.1f} s", flush=True)
+    return rc
+
+
+def _load(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _num(x):
+    try:
+        return float(x)
+    except (TypeError, ValueError):
+        return None
+
+
+def _rate_at(rows, n):
+    for r in rows or []:
+        if r.get("n") == n and "pairs_per_s" in r:
+            return r
+    return None
+
+
+def _best(rows, min_n):
+    good = [r for r in rows or [] if "pairs_per_s" in r and r["n"] >= min_n]
+    return max(good, key=lambda r: r["pairs_per_s"]) if good else None
+
+
+def summarize(out: Path, args, steps) -> str:
+    acc = _load(out / "accuracy.json")
+    prefix = "speed-gpu-" if args.gpu else "speed-"
+    s64 = _load(out / f"{prefix}float64.json")
+    s32 = _load(out / f"{prefix}float32.json")
+    machine = (s64 or s32 or acc or {}).get("machine", H.machine_info())
+    pinned = not args.gpu and not args.all_cores
+    where = "one CPU core (taskset -c 0, single-threaded XLA)" if pinned else "all cores"
+    md = [
+        "# jaxdp benchmarks\n\n",
+        f"Command: `{H.command_line()}`  \n",
+        f"Machine: {H.machine_line(machine)}  \n",
+        f"Speed runs: {'GPU (default device), ' if args.gpu else ''}"
+        f"{where}; "
+        f"total {sum(s['seconds'] for s in steps):.0f} s.\n",
+    ]
+    targets = []
+    summary = {"command": H.command_line(), "machine": machine, "steps": steps}
+
+    if s64 or s32:
+        md.append("\n## Exact Chernoff information throughput (pairs/s)\n\n")
+        names = list((s64 or s32)["families"])
+        rows = []
+        for name in names:
+            r64 = (s64 or {}).get("families", {}).get(name, [])
+            r32 = (s32 or {}).get("families", {}).get(name, [])
+            sizes = sorted({r["n"] for r in r64 + r32 if "pairs_per_s" in r})
+            for n in sizes:
+                a, b = _rate_at(r64, n), _rate_at(r32, n)
+                ra = a["pairs_per_s"] if a else None
+                rb = b["pairs_per_s"] if b else None
+                rows.append(
+                    [
+                        name,
+                        n,
+                        ra,
+                        rb,
+                        rb / ra if ra and rb else None,
+                        (a["trace_lower_s"] + a["compile_s"]) if a else None,
+                        a["iterations_max"] if a else None,
+                    ]
+                )
+        md.append(
+            H.md_table(
+                [
+                    "kernel",
+                    "batch",
+                    "float64",
+                    "float32 (x64 off)",
+                    "f32/f64",
+                    "trace+compile s (f64)",
+                    "Newton trips",
+                ],
+                rows,
+            )
+        )
+        if args.gpu:
+            cc = (s32 or {}).get("cpu_compare") or {}
+            cc64 = (s64 or {}).get("cpu_compare") or {}
+            if cc or cc64:
+                md.append(
+                    "\nSame kernels on this machine's CPU (all cores, same process as the "
+                    "GPU run):\n\n"
+                )
+                rows = []
+                for name in sorted(set(cc) | set(cc64)):
+                    rows.append(
+                        [
+                            name,
+                            (cc64.get(name) or cc.get(name) or {}).get("n"),
+                            (cc64.get(name) or {}).get("pairs_per_s"),
+                            (cc64.get(name) or {}).get("gpu_over_cpu"),
+                            (cc.get(name) or {}).get("pairs_per_s"),
+                            (cc.get(name) or {}).get("gpu_over_cpu"),
+                        ]
+                    )
+                md.append(
+                    H.md_table(
+                        [
+                            "kernel",
+                            "batch",
+                            "CPU float64",
+                            "GPU/CPU float64",
+                            "CPU float32",
+                            "GPU/CPU float32",
+                        ],
+                        rows,
+                    )
+                )
+        if s64 and s64.get("baselines"):
+            md.append("\n## Against baselines (same process, float64, jaxdp at batch 1e5)\n\n")
+            rows = []
+            for fam, b in s64["baselines"].items():
+                sc, gr, op = b.get("scipy", {}), b.get("numpy_grid", {}), b.get("jaxdp_optax", {})
+                rows.append(
+                    [
+                        fam,
+                        sc.get("pairs_per_s"),
+                        sc.get("jaxdp_speedup"),
+                        (sc.get("rel_diff_vs_jaxdp") or {}).get("max"),
+                        gr.get("pairs_per_s"),
+                        gr.get("jaxdp_speedup"),
+                        (gr.get("rel_err_vs_jaxdp") or {}).get("max"),
+                        op.get("pairs_per_s"),
+                        op.get("jaxdp_speedup"),
+                        (op.get("rel_diff_vs_newton") or {}).get("max"),
+                    ]
+                )
+            md.append(
+                H.md_table(
+                    [
+                        "kernel",
+                        "scipy pairs/s",
+                        "x scipy",
+                        "scipy max rel diff",
+                        "grid pairs/s",
+                        "x grid",
+                        "grid max rel err",
+                        "optax pairs/s",
+                        "x optax",
+                        "optax max rel diff",
+                    ],
+                    rows,
+                )
+            )
+            md.append(
+                "\nscipy: `quad` split at the locations inside `minimize_scalar`, timed "
+                "on a few hundred pairs and extrapolated; grid: numpy closed form on "
+                '1000 alphas; optax: `jd.chernoff(P, Q, method="optax")`.\n'
+            )
+        if s64 and s64.get("limits"):
+            md.append("\n## What limits each kernel (float64)\n\n")
+            rows = [
+                [
+                    k,
+                    v["ops_outside"],
+                    v["ops_loop"],
+                    v["trips"],
+                    v["predicted_ns_per_pair"],
+                    v["measured_ns_per_pair"],
+                    v["transcendental_share"],
+                ]
+                for k, v in s64["limits"].items()
+            ]
+            md.append(
+                H.md_table(
+                    [
+                        "kernel",
+                        "transcendentals outside loop",
+                        "per Newton trip",
+                        "trips",
+                        "their ns/pair",
+                        "measured ns/pair",
+                        "share",
+                    ],
+                    rows,
+                )
+            )
+            md.append(
+                "\nOp cost (ns/element, measured): "
+                + ", ".join(f"{k} {v:.2f}" for k, v in s64.get("op_ns_per_element", {}).items())
+                + "\n"
+            )
+        for s in (s64, s32):
+            if s:
+                targets += s.get("targets", [])
+        if s64 and s32 and not args.gpu:
+            for fam in ("Laplace", "Gaussian"):
+                a = _rate_at(s64["families"].get(fam), 10**5)
+                b = _rate_at(s32["families"].get(fam), 10**5)
+                if a and b:
+                    targets.append(
+                        {
+                            "name": f"{fam} float32/float64 (separate processes, 1e5)",
+                            "value": b["pairs_per_s"] / a["pairs_per_s"],
+                            "goal": 3.0,
+                            "met": b["pairs_per_s"] / a["pairs_per_s"] >= 3.0,
+                        }
+                    )
+        if args.gpu and s64 and s32:
+            a = _best(s64["families"].get("Laplace"), 10**6)
+            b = _best(s32["families"].get("Laplace"), 10**6)
+            if a and b:
+                targets.append(
+                    {
+                        "name": "GPU Laplace float32/float64",
+                        "value": b["pairs_per_s"] / a["pairs_per_s"],
+                        "goal": None,
+                        "met": None,
+                    }
+                )
+
+    if acc:
+        mpm = acc.get("mpmath")
+        if mpm:
+            md.append("\n## Accuracy: jaxdp.chernoff vs mpmath (50 digits), relative error\n\n")
+            rows = []
+            for fam, d in mpm["families"].items():
+                rows.append(
+                    [
+                        fam,
+                        d["float64"]["n"],
+                        d["float64"]["max_rel"],
+                        d["float64"]["median_rel"],
+                        d["float32"]["max_rel"],
+                        d["float32"]["median_rel"],
+                        d["float64"]["worst_case"],
+                    ]
+                )
+            rows.append(
+                [
+                    "**all**",
+                    mpm["float64"]["n"],
+                    mpm["float64"]["max_rel"],
+                    mpm["float64"]["median_rel"],
+                    mpm["float32"]["max_rel"],
+                    mpm["float32"]["median_rel"],
+                    "",
+                ]
+            )
+            md.append(
+                H.md_table(
+                    [
+                        "family",
+                        "pairs",
+                        "f64 max",
+                        "f64 median",
+                        "f32 max",
+                        "f32 median",
+                        "worst case (f64)",
+                    ],
+                    rows,
+                )
+            )
+        paper = acc.get("paper")
+        if paper:
+            md.append(
+                "\n## The paper's formulas vs the exact values (eps in "
+                f"[{paper['eps_grid'][0]:g}, {paper['eps_grid'][1]:g}])\n\n"
+            )
+            rows = []
+            for r in paper["formulas"]:
+                if r["name"].startswith(("eq34 (", "eq35 (")) and "theta=1)" not in r["name"]:
+                    continue
+                g = r.get("rel_gap") or {}
+                fails = "; ".join(f"[{a:.5g}, {b:.5g}]" for a, b in r["fails_on"]) or "never"
+                rows.append([r["name"], r["claim"], r["kind"], g.get("min"), g.get("max"), fails])
+            md.append(
+                H.md_table(
+                    [
+                        "formula",
+                        "claim",
+                        "kind",
+                        "min rel gap",
+                        "max rel gap",
+                        "claim fails for eps in",
+                    ],
+                    rows,
+                )
+            )
+            md.append(
+                "\nAll shifts/thetas for (34)/(35) and the negative/NaN ranges: `accuracy.md`.\n"
+            )
+        quad = acc.get("quadrature")
+        if quad:
+            md.append("\n## Quadrature path vs closed forms (max rel error of log C_a)\n\n")
+            keys = [k for k in quad["rows"][0] if k.endswith("float64")]
+            rows = [
+                [r["level"], r.get("nodes_per_pair"), *[r[k] for k in keys]] for r in quad["rows"]
+            ]
+            md.append(H.md_table(["level", "nodes/pair", *keys], rows))
+        for c in acc.get("checks", []):
+            targets.append(
+                {
+                    "name": "accuracy: " + c["name"],
+                    "value": c["value"],
+                    "goal": c["threshold"],
+                    "met": c["pass"],
+                }
+            )
+
+    for name in ("calibrate", "sweep"):
+        p = out / f"{name}.md"
+        if p.exists():
+            md.append(f"\n## {name.capitalize()} (from bench_{name}.py)\n\n")
+            md.append(p.read_text().split("\n", 1)[-1])
+        elif not args.gpu and not args.accuracy_only:
+            md.append(
+                f"\n({name}: benchmarks/bench_{name}.py not present or wrote no "
+                f"{name}.md; skipped)\n"
+            )
+
+    if targets:
+        md.append("\n## Targets\n\n")
+        md.append(
+            H.md_table(
+                ["target", "value", "goal", "met"],
+                [[t["name"], t["value"], t["goal"], t["met"]] for t in targets],
+            )
+        )
+    summary["targets"] = targets
+    failed = [s for s in steps if s["rc"] != 0]
+    if failed:
+        md.append(
+            "\nSteps that failed: "
+            + "; ".join(f"`{s['command']}` (exit {s['rc']})" for s in failed)
+            + "\n"
+        )
+    text = "".join(md)
+    H.write_json(out / "summary.json", summary)
+    H.write_text(out / "summary.md", text)
+    return text
+
+
+def _optional_step(name: str, args, out: Path, steps: list) -> None:
+    script = HERE / f"bench_{name}.py"
+    if not script.exists():
+        print(f"(bench_{name}.py not present: skipped)")
+        return
+    text = script.read_text()
+    # the other helpers' programs name their output option --out or --results
+    out_flag = "--results" if '"--results"' in text and '"--out"' not in text else "--out"
+    cmd = [sys.executable, str(script), out_flag, str(out)]
+    if args.quick and '"--quick"' in text:
+        cmd.append("--quick")
+    _run(cmd, steps)
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="about two minutes in all")
+    ap.add_argument("--out", default=str(HERE / "results"), help="results directory")
+    ap.add_argument("--speed-only", action="store_true")
+    ap.add_argument("--accuracy-only", action="store_true")
+    ap.add_argument("--gpu", action="store_true", help="speed suite at GPU sizes (1e6..1e8)")
+    ap.add_argument("--all-cores", action="store_true", help="do not pin the CPU speed runs")
+    ap.add_argument("--no-extras", action="store_true", help="skip bench_calibrate/bench_sweep")
+    ap.add_argument(
+        "--step-timeout", type=float, default=None, help="seconds before a step is killed"
+    )
+    args = ap.parse_args(argv)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    steps: list = []
+    py = sys.executable
+    quick = ["--quick"] if args.quick else []
+    if not args.speed_only:
+        _run(
+            [py, str(HERE / "bench_accuracy.py"), *quick, "--out", str(out)],
+            steps,
+            args.step_timeout,
+        )
+    if not args.accuracy_only:
+        flags = [*quick, "--out", str(out)]
+        if args.gpu:
+            flags.append("--gpu")
+        elif not args.all_cores:
+            flags.append("--one-core")
+        # on a GPU the float32 headline goes first, in case the time runs out
+        for dtype in ("float32", "float64") if args.gpu else ("float64", "float32"):
+            _run(
+                [py, str(HERE / "bench_speed.py"), "--dtype", dtype, *flags],
+                steps,
+                args.step_timeout,
+            )
+        if not args.gpu and not args.no_extras:
+            _optional_step("calibrate", args, out, steps)
+            _optional_step("sweep", args, out, steps)
+    text = summarize(out, args, steps)
+    print()
+    print(text)
+    total = sum(s["seconds"] for s in steps)
+    print(f"wrote {out / 'summary.md'} and summary.json; total {total:.0f} s")
+    return 0 if all(s["rc"] == 0 for s in steps) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,58 @@
+"""``jaxdp bench [--quick] [--out DIR]``: run the benchmark suite of a source checkout.
+
+The benchmarks are programs in the repository's ``benchmarks/`` directory (not part of the
+installed package). This command finds ``benchmarks/run.py`` next to the imported ``jaxdp``
+package (editable install or running from the checkout) or under the current directory, and
+runs it with the same Python interpreter; results go to ``benchmarks/results/`` by default.
+Without a checkout it fails with a one-line error.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+
+def add_parser(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--quick", action="store_true", help="small sizes, about two minutes")
+    parser.add_argument(
+        "--out", default=None, metavar="DIR", help="results directory (default benchmarks/results)"
+    )
+    parser.add_argument("--speed-only", action="store_true", help="only the speed suite")
+    parser.add_argument("--accuracy-only", action="store_true", help="only the accuracy suite")
+    parser.add_argument("--gpu", action="store_true", help="speed suite at GPU batch sizes")
+    parser.add_argument(
+        "--all-cores", action="store_true", help="do not pin the CPU speed runs to one core"
+    )
+
+
+def find_runner() -> Path | None:
+    """``benchmarks/run.py`` of the checkout this ``jaxdp`` comes from, or under the cwd."""
+    import jaxdp
+
+    candidates = [Path(jaxdp.__file__).resolve().parent.parent, Path.cwd()]
+    for root in candidates:
+        runner = root / "benchmarks" / "run.py"
+        if runner.is_file() and (root / "benchmarks" / "_harness.py").is_file():
+            return runner
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    runner = find_runner()
+    if runner is None:
+        raise ValueError(
+            "benchmarks/run.py not found: `jaxdp bench` needs a source checkout of jaxdp "
+            "(run it from the repository root)"
+        )
+    if args.speed_only and args.accuracy_only:
+        raise ValueError("--speed-only and --accuracy-only exclude each other")
+    cmd = [sys.executable, str(runner)]
+    for flag in ("quick", "speed_only", "accuracy_only", "gpu", "all_cores"):
+        if getattr(args, flag):
+            cmd.append("--" + flag.replace("_", "-"))
+    if args.out is not None:
+        cmd += ["--out", args.out]
+    return subprocess.call(cmd, cwd=runner.parent.parent)
