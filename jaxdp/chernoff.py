@@ -159,9 +159,13 @@ def _newton(P, Q, shape, dtype, max_steps):
         return a, g, h, lo, hi, done | finished, it
 
     a, g, h, lo, hi, done, it = lax.while_loop(cond, body, state)
+    # Certificate: at an interior optimum the next Newton step |f'/f''| must be negligible
+    # (a bracket that collapsed onto a numerical jump of f' is not convergence).
+    certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
+    converged = done & (certified | at0 | at1 | undefined)
     a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, a))
     g = jnp.where(at0, -d0, jnp.where(at1, -d1, g))
-    return a, g, done, it
+    return a, g, converged, it
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):
