@@ -6,6 +6,8 @@ paper's closed forms, by equation number) are part of the public API too.
 """
 
 from jaxdp import mechanisms, paper
+from jaxdp.allocation import AllocationResult, allocate_budget
+from jaxdp.calibrate import CalibrationResult, calibrate
 from jaxdp.chernoff import ChernoffResult, chernoff
 from jaxdp.classification import ErrorExponentEstimate, simulate_error_exponent
 from jaxdp.coefficient import log_bc
@@ -41,6 +43,8 @@ from jaxdp.sweep import SweepResult, SweepRun, load_sweep, sweep
 __version__ = "0.1.0"
 
 __all__ = [
+    "AllocationResult",
+    "CalibrationResult",
     "Categorical",
     "ChernoffResult",
     "CompositionResult",
@@ -55,10 +59,12 @@ __all__ = [
     "SweepResult",
     "SweepRun",
     "__version__",
+    "allocate_budget",
     "best_advantage_gaussian",
     "best_advantage_laplace",
     "best_advantage_randomized_response",
     "bhattacharyya",
+    "calibrate",
     "chernoff",
     "compose",
     "hellinger",

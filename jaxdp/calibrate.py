@@ -1,0 +1,549 @@
+r"""Noise calibration: the mechanism parameter that meets a privacy budget exactly.
+
+Given a mechanism family with parameter :math:`p` (Laplace scale :math:`b`, Gaussian
+:math:`\sigma`, geometric or randomized-response :math:`\varepsilon`, or any callable
+``p -> (P, Q)``), a metric :math:`m` (Chernoff information, the larger KL direction, or total
+variation = best membership advantage) and a budget :math:`c`, :func:`calibrate` solves
+
+.. math:: m\big(P_p^{\otimes n}, Q_p^{\otimes n}\big) = c
+
+for :math:`p`, for the ``n``-fold composition exactly (not by splitting the budget). Chernoff
+information and KL are exactly additive over i.i.d. products (the maximiser :math:`\alpha^*`
+is the same for every factor), so :math:`m_n = n\,m_1` for those two metrics; total variation
+of an ``n``-fold product is computed by the exact kernels of :mod:`jaxdp.membership` and
+:mod:`jaxdp.conversions` (Laplace, randomized response) or by the Gaussian identity
+:math:`\mathrm{TV}(\mathcal N(0,\sigma^2)^{\otimes n}, \mathcal N(\Delta,\sigma^2)^{\otimes n})
+= \mathrm{TV}(\mathcal N(0,\sigma^2), \mathcal N(\sqrt n\Delta,\sigma^2))`.
+
+Method (DESIGN §5). Every built-in metric is a smooth monotone function of :math:`\log p`
+(decreasing for scales, increasing for :math:`\varepsilon`):
+
+1. *Initial guess* from the single-release closed forms in the mechanism's strength
+   :math:`\theta` (:math:`\theta = \Delta/b` for Laplace and Gaussian, :math:`\varepsilon`
+   otherwise): e.g. Laplace :math:`C = u - \log(1 + u)`, :math:`u = \theta/2` (DESIGN §4),
+   Gaussian :math:`C = \theta^2/8`, geometric :math:`C = \theta/2 - \log(1 + \Delta
+   \tanh(\theta/2\Delta))`, randomized response :math:`C = \log\cosh(\theta/2)` (inverted
+   exactly). Where no inverse is explicit, Newton on :math:`\log m` against :math:`\log
+   \theta`, started on the small-:math:`\theta` asymptote :math:`m \approx K\theta^k`
+   (:math:`K\theta^k` lies above :math:`m` and :math:`\log m` is concave in :math:`\log\theta`,
+   so the iterates increase monotonically to the root).
+   The guess aims at :math:`c\,(1 - 16u)` (:math:`u` the unit roundoff), so that its
+   first evaluation on the engine usually passes step 3 at once.
+2. *Newton on the engine.* Safeguarded Newton on :math:`g(x) = \log m(e^x) - \log c'` with
+   :math:`x = \log p` and :math:`c' = c\,(1 - 4u)`, where :math:`m` is the engine's value
+   (:func:`jaxdp.chernoff`, :func:`jaxdp.kl`, :func:`jaxdp.tv`, on the mechanism's pair, or
+   its :class:`jaxdp.Product` for ``n > 1``) and :math:`g'` its forward-mode derivative
+   (for Chernoff information the envelope theorem, :math:`dC/dp = \partial f/\partial p\,
+   (\alpha^*)`; no finite differences). A bracket is kept and a bisection replaces any
+   Newton step that leaves it; steps are capped at :math:`e^{\pm 16}` while the root is not
+   yet bracketed (callables start at :math:`p = 1`). One ``lax.while_loop`` over the whole
+   batch with per-element masks, one evaluation of the engine per iteration.
+3. *Acceptance where evaluated.* A point is accepted when the Newton step from it is below
+   :math:`10^{-4}\sqrt u` in :math:`\log p` (or the bracket has collapsed to a few ulps)
+   *and* the metric just computed there is :math:`\le c`; that value is returned as
+   ``achieved``. A converged point whose value exceeds :math:`c` by rounding is moved by
+   :math:`4u\,2^k` (:math:`k = 0, 1, \dots`, at most 20) in :math:`\log p` in the safe
+   direction and re-evaluated. So ``achieved <= budget`` always holds, and the parameter is
+   within about :math:`10^{-4}\sqrt u + 20u/\eta` relative of the exact calibration
+   (:math:`\eta = |d\log m/d\log p|`, the metric's elasticity: between 1 and 2 for Chernoff
+   information and KL of the built-ins; small only for TV budgets close to 1). ``converged``
+   additionally requires ``achieved >= budget (1 - sqrt(u))``: it is ``False`` where the
+   mechanism cannot resolve the budget in floating point (e.g. randomized response below
+   about ``1e-18`` nats, where :math:`\varepsilon \approx 3\cdot10^{-9}` and the two rows of
+   probabilities round to nearly the same numbers).
+
+Measured against mpmath (40 digits) over budgets ``1e-6..5`` nats, Chernoff information and
+KL of the four built-ins, 1- and 10-fold: relative error of the parameter below ``5e-13``
+(typically ``3e-15``), with 1 to 1.1 engine evaluations per budget on average.
+
+Gradients with respect to ``budget`` and ``sensitivity`` use the implicit function theorem
+on :math:`m(p, \Delta) = c` (a ``custom_jvp``; the iterations are never differentiated):
+
+.. math:: \frac{dp}{dc} = \frac{1}{\partial_p m},\qquad
+          \frac{dp}{d\Delta} = -\frac{\partial_\Delta m}{\partial_p m}.
+
+Unreachable budgets (documented limits, never an exception under ``jit``):
+
+* ``budget == 0`` gives the no-release limit: scale ``+inf`` (Laplace, Gaussian) or
+  :math:`\varepsilon = 0` (geometric, randomized response), with ``achieved = 0``.
+* Chernoff information and KL are unbounded for all four built-in families (they tend to
+  :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
+  ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
+* Total variation is below 1 for every parameter: ``budget >= 1`` gives the no-noise limit
+  (scale 0 / :math:`\varepsilon = \infty`) with ``achieved = 1``.
+* Negative or NaN budgets raise ``ValueError`` eagerly and give ``nan`` with
+  ``converged = False`` under ``jit``.
+* For callables the limits are not known: budgets out of range come back with
+  ``converged = False``; ``budget == 0`` still gives the no-release limit (the direction is
+  read off the derivative at ``p = 1``).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+from collections.abc import Callable
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+
+from jaxdp import _checks
+from jaxdp import _special as sp
+from jaxdp import mechanisms as _mech
+from jaxdp.chernoff import chernoff
+from jaxdp.distributions import Product
+from jaxdp.divergences import kl, tv
+
+__all__ = ["MECHANISMS", "METRICS", "CalibrationResult", "calibrate"]
+
+#: Built-in mechanism names and the parameter each calibrates.
+MECHANISMS = {
+    "laplace": "scale",
+    "gaussian": "sigma",
+    "geometric": "epsilon",
+    "randomized_response": "epsilon",
+}
+#: Supported metrics.
+METRICS = ("chernoff", "kl", "tv")
+
+_MAX_STEP = 16.0  # cap on |Newton step| in log-parameter while the root is not bracketed
+_NUDGES = 20  # bounded re-check: the last nudge is 4u * 2^19 ~ 5e-10 (times max(1, |log p|))
+
+
+class CalibrationResult(NamedTuple):
+    """Result of :func:`calibrate` (a pytree; every field has the budgets' broadcast shape).
+
+    Attributes:
+      parameter: the calibrated parameter: Laplace ``scale``, Gaussian ``sigma``, geometric
+        and randomized-response ``epsilon``, or the callable's argument.
+      achieved: the engine's value of the metric at ``parameter`` (for the ``n``-fold
+        composition), in nats for ``"chernoff"``/``"kl"``; ``achieved <= budget`` wherever
+        ``converged``.
+      converged: Newton converged, ``achieved <= budget`` and ``achieved >= budget (1 -
+        sqrt(u))`` (the budget is resolved); ``False`` for invalid budgets under ``jit``,
+        for out-of-range budgets of callables, and where the mechanism cannot resolve the
+        budget in floating point.
+      iterations: evaluations of the engine's metric (Newton steps and re-checks); 1 for
+        most budgets of the built-ins, 0 at the limits.
+    """
+
+    parameter: jax.Array
+    achieved: jax.Array
+    converged: jax.Array
+    iterations: jax.Array
+
+
+# --------------------------------------------------------------------------------------------
+# Mechanism specs
+# --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class _Spec:
+    """A mechanism family: hashable (a static argument of the jitted solver)."""
+
+    name: str
+    fn: Callable | None = None
+
+    @property
+    def direction(self) -> int:
+        """+1 when the metric increases with the parameter, -1 when it decreases, 0 unknown."""
+        return {"laplace": -1, "gaussian": -1, "geometric": 1, "randomized_response": 1}.get(
+            self.name, 0
+        )
+
+    def pair(self, p, s):
+        if self.name == "laplace":
+            return _mech.laplace(s, scale=p)
+        if self.name == "gaussian":
+            return _mech.gaussian(s, sigma=p)
+        if self.name == "geometric":
+            return _mech.geometric(s, epsilon=p)
+        if self.name == "randomized_response":
+            return _mech.randomized_response(p)
+        return self.fn(p)
+
+
+def _spec_for(mechanism) -> _Spec:
+    if isinstance(mechanism, str):
+        if mechanism not in MECHANISMS:
+            raise ValueError(
+                f"mechanism must be one of {sorted(MECHANISMS)} or a callable, got {mechanism!r}"
+            )
+        return _Spec(mechanism)
+    if callable(mechanism):
+        return _Spec("callable", mechanism)
+    raise TypeError(
+        f"mechanism must be a name or a callable parameter -> (P, Q), got {type(mechanism)}"
+    )
+
+
+def _metric(spec: _Spec, metric: str, n: int, p, s):
+    """The engine's metric of the ``n``-fold composition at parameter ``p``."""
+    if metric == "tv" and n > 1:
+        return _tv_composed(spec, n, p, s)
+    P, Q = spec.pair(p, s)
+    if n > 1:  # exact composition: the engine's Product (same alpha for every factor)
+        P, Q = Product.iid(P, n), Product.iid(Q, n)
+    if metric == "chernoff":
+        return chernoff(P, Q).information
+    if metric == "kl":
+        return jnp.maximum(kl(P, Q), kl(Q, P))
+    return tv(P, Q)
+
+
+def _tv_composed(spec: _Spec, n: int, p, s):
+    if spec.name == "laplace":
+        try:
+            from jaxdp.membership import best_advantage_laplace
+        except ImportError as e:  # pragma: no cover - module ships with jaxdp
+            raise NotImplementedError(
+                "metric='tv' with compositions > 1 for 'laplace' needs jaxdp.membership"
+            ) from e
+        return best_advantage_laplace(s / p, n, sensitivity=s).value
+    if spec.name == "gaussian":
+        # TV of n Gaussian releases = TV of one release with sensitivity sqrt(n) * s.
+        return tv(*_mech.gaussian(math.sqrt(n) * s, sigma=p))
+    if spec.name == "randomized_response":
+        from jaxdp.conversions import max_tv_eps_dp
+
+        return max_tv_eps_dp(p, n)
+    if spec.name == "geometric":
+        raise NotImplementedError(
+            "metric='tv' with compositions > 1 is not available for 'geometric' (no exact "
+            "n-fold total variation kernel for the discrete Laplace pair); use "
+            "metric='chernoff' or 'kl', or compositions=1"
+        )
+    P, Q = spec.fn(p)
+    return tv(Product.iid(P, n), Product.iid(Q, n))
+
+
+# --------------------------------------------------------------------------------------------
+# Closed-form initial guesses (single release, strength theta: metric increasing in theta)
+# --------------------------------------------------------------------------------------------
+
+
+def _closed_form(name: str, metric: str, theta, s):
+    """Single-release metric as a function of the strength ``theta`` (see module doc)."""
+    if name == "laplace":
+        if metric == "chernoff":
+            return -sp.log1pmx(0.5 * theta)
+        if metric == "kl":
+            return sp.phi(-theta)
+        return -jnp.expm1(-0.5 * theta)
+    if name == "geometric":
+        z = 0.5 * theta / s
+        y = s * jnp.tanh(z)
+        if metric == "chernoff":
+            return s * sp.x_minus_tanh(z) - sp.log1pmx(y)
+        if metric == "kl":  # (theta/s) [s - (1 - e^-theta)/sinh(theta/s)]; guess only
+            v = theta / s
+            return v * (s + jnp.expm1(-theta) / jnp.sinh(v))
+        return jnp.tanh(0.5 * theta)  # exact for s = 1; a guess otherwise
+    # randomized_response
+    if metric == "chernoff":
+        return 0.5 * theta + jnp.log1p(jnp.exp(-theta)) - math.log(2.0)
+    if metric == "kl":
+        return theta * jnp.tanh(0.5 * theta)
+    return jnp.tanh(0.5 * theta)
+
+
+# Small-theta asymptote m ~ K theta^k shared by all built-ins: (K, k).
+_ASYMPTOTE = {"chernoff": (0.125, 2.0), "kl": (0.5, 2.0), "tv": (0.5, 1.0)}
+
+
+def _invert_closed_form(name: str, metric: str, c, s, steps: int = 12):
+    """Solve ``closed_form(theta) = c`` by Newton in log-log from the asymptote's root."""
+    big_k, k = _ASYMPTOTE[metric]
+    log_c = jnp.log(c)
+    y0 = (log_c - math.log(big_k)) / k
+
+    def f(y):
+        return jnp.log(_closed_form(name, metric, jnp.exp(y), s))
+
+    def body(_, y):
+        v, dv = jax.jvp(f, (y,), (jnp.ones_like(y),))
+        step = (log_c - v) / jnp.where(dv > 0, dv, 1.0)
+        ok = jnp.isfinite(step) & (dv > 0)
+        return jnp.where(ok, y + jnp.clip(step, -_MAX_STEP, _MAX_STEP), y)
+
+    return jnp.exp(lax.fori_loop(0, steps, body, y0))
+
+
+def _guess(spec: _Spec, metric: str, n: int, c, s):
+    """Initial parameter for budget ``c`` (callables: 1)."""
+    if spec.direction == 0:
+        return jnp.ones_like(c)
+    name = spec.name
+    if metric in ("chernoff", "kl"):
+        c1 = c / n
+        if name == "gaussian":
+            theta = jnp.sqrt((8.0 if metric == "chernoff" else 2.0) * c1)
+        elif name == "randomized_response" and metric == "chernoff":
+            # log cosh(theta/2) = c  <=>  theta = 2 (c + log(1 + sqrt(1 - e^{-2c})))
+            theta = 2.0 * (c1 + jnp.log1p(jnp.sqrt(-jnp.expm1(-2.0 * c1))))
+        else:
+            theta = _invert_closed_form(name, metric, c1, s)
+    else:
+        ct = jnp.minimum(c, 1.0 - 1e-3)  # guess only; the engine sharpens it
+        if name == "gaussian":
+            theta = 2.0 * math.sqrt(2.0) * jax.scipy.special.erfinv(ct) / math.sqrt(n)
+        elif n == 1 and name == "laplace":
+            theta = -2.0 * jnp.log1p(-ct)
+        elif n == 1:
+            theta = 2.0 * jnp.arctanh(ct)
+        else:
+            # Gaussian approximation of the n-fold privacy loss: TV ~ erf(sqrt(n KL_1)/2).
+            kl1 = 4.0 * jnp.square(jax.scipy.special.erfinv(ct)) / n
+            theta = _invert_closed_form(name, "kl", kl1, s)
+    return s / theta if spec.direction < 0 else theta
+
+
+# --------------------------------------------------------------------------------------------
+# The solver
+# --------------------------------------------------------------------------------------------
+
+
+def _value_and_slope(spec, metric, n, x, s):
+    """``(m, dm/dx)`` at ``p = e^x`` by forward-mode autodiff of the engine."""
+
+    def m(x):
+        return _metric(spec, metric, n, jnp.exp(x), s)
+
+    v, dv = jax.jvp(m, (x,), (jnp.ones_like(x),))
+    return jnp.broadcast_to(v, x.shape), jnp.broadcast_to(dv, x.shape)
+
+
+def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
+    r"""Bracketed Newton in log-parameter with the re-check folded in (see module doc).
+
+    One ``lax.while_loop``; every iteration evaluates the engine's metric and its slope once
+    (a single instantiation of the engine, which keeps compile time down). Per element:
+
+    * if the Newton step is below the acceptance tolerance (or the bracket has collapsed)
+      and the metric at the current point is within the budget: accept the point, with
+      the metric just computed as ``achieved``;
+    * if it is converged but the metric exceeds the budget (rounding): nudge the point by
+      :math:`4u\,2^k` in log-parameter in the safe direction, :math:`k = 0, 1, \dots`;
+    * otherwise take the (bracketed, capped) Newton step towards :math:`c(1 - 4u)`.
+
+    With the closed-form guess the first evaluation is usually accepted.
+    """
+    dtype = budget.dtype
+    eps = float(jnp.finfo(dtype).eps)
+    sup = 1.0 if metric == "tv" else math.inf
+    zero = budget == 0
+    top = budget >= sup
+    invalid = jnp.isnan(budget) | (budget < 0)
+    active = ~(zero | top | invalid)
+    c = jnp.where(active, budget, 1.0 if metric != "tv" else 0.5)
+    log_target = jnp.log(c) + math.log1p(-4.0 * eps)
+    acc_tol = 1e-4 * math.sqrt(eps)
+
+    # The guess aims a little lower (16u) so that its first evaluation is usually accepted.
+    x0 = jnp.log(_guess(spec, metric, n, c * (1.0 - 16.0 * eps), s))
+    sigma0 = jnp.full_like(c, float(spec.direction) if spec.direction else jnp.nan)
+    inf = jnp.full_like(c, jnp.inf)
+
+    def cond(state):
+        done, it = state[6], state[8]
+        return jnp.any(~done) & (jnp.max(it) < max_steps)
+
+    def body(state):
+        x, sigma, lo, hi, achieved, slope, done, ok, it, k = state
+        m, dm = _value_and_slope(spec, metric, n, x, s)
+        if spec.direction == 0:  # callables: the direction is read off the first slope
+            sigma = jnp.where(jnp.isnan(sigma), jnp.sign(dm), sigma)
+            sigma = jnp.where(sigma == 0, jnp.nan, sigma)
+        z = sigma * x  # the metric increases with z
+        g = jnp.log(m) - log_target
+        dg = sigma * dm / m
+        lo = jnp.where(g < 0, z, lo)
+        hi = jnp.where(g > 0, z, hi)
+        newton_ok = jnp.isfinite(g) & jnp.isfinite(dg) & (dg > 0)
+        step = jnp.clip(-g / jnp.where(newton_ok, dg, 1.0), -_MAX_STEP, _MAX_STEP)
+        step = jnp.where(newton_ok, step, jnp.where(g > 0, -_MAX_STEP, _MAX_STEP))
+        cand = z + step
+        bracketed = jnp.isfinite(lo) & jnp.isfinite(hi)
+        outside = (cand <= lo) | (cand >= hi)
+        cand = jnp.where(bracketed & outside, 0.5 * (lo + hi), cand)
+        ulp = 4.0 * eps * jnp.maximum(1.0, jnp.abs(z))
+        collapsed = bracketed & (hi - lo <= ulp)
+        near = (newton_ok & (jnp.abs(step) <= jnp.maximum(acc_tol, ulp))) | collapsed
+        # a slope lost to underflow (metrics ~1e-300) with the residual at rounding level
+        near = near | (~newton_ok & jnp.isfinite(g) & (jnp.abs(g) <= 16.0 * eps))
+        within = m <= c
+        accept = near & within
+        fix = near & ~within
+        nudge = ulp * 2.0 ** k.astype(dtype)
+        new_z = jnp.where(fix, jnp.where(collapsed, jnp.minimum(lo, z - nudge), z - nudge), cand)
+        failed = jnp.isnan(g) | jnp.isnan(sigma) | (fix & (k >= _NUDGES))
+        live = ~done
+        x = jnp.where(live & ~accept & ~failed, sigma * new_z, x)
+        achieved = jnp.where(live & accept, m, achieved)
+        slope = jnp.where(live & accept, dm, slope)
+        ok = ok | (live & accept)
+        k = jnp.where(live & fix, k + 1, k)
+        it = jnp.where(live, it + 1, it)
+        done = done | accept | failed
+        return x, sigma, lo, hi, achieved, slope, done, ok, it, k
+
+    int0 = jnp.zeros(c.shape, jnp.int32)
+    nan = jnp.full_like(c, jnp.nan)
+    state = (x0, sigma0, -inf, inf, nan, nan, ~active, ~active, int0, int0)
+    x, sigma, _, _, achieved, slope, _, ok, it, _ = lax.while_loop(cond, body, state)
+    p = jnp.exp(x)
+
+    # resolved: the engine's metric came out within sqrt(u) below the budget (not, e.g., 0
+    # because the mechanism's representation cannot resolve so small a budget)
+    converged = ok & active & (achieved >= c * (1.0 - math.sqrt(eps)))
+    # Limits: budget 0 -> no release; budget >= sup -> no noise.
+    no_release = jnp.where(sigma > 0, 0.0, jnp.inf)
+    no_noise = jnp.where(sigma > 0, jnp.inf, 0.0)
+    p = jnp.where(zero, no_release, jnp.where(top, no_noise, p))
+    achieved = jnp.where(zero, 0.0, jnp.where(top, sup, achieved))
+    converged = converged | zero | (top & (spec.direction != 0))
+    known = jnp.isfinite(sigma)  # a callable's direction is unknown if never evaluated
+    converged = converged & known
+    p = jnp.where(invalid | ~known, jnp.nan, p)
+    achieved = jnp.where(invalid, jnp.nan, achieved)
+    result = CalibrationResult(p.astype(dtype), achieved.astype(dtype), converged, it)
+    return result, jnp.where(converged & active, slope, jnp.nan).astype(dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
+def _implicit(spec, metric, n, budget, s, p, achieved, slope):
+    r"""Identity on ``(p, achieved)``; its JVP is the implicit function theorem.
+
+    ``slope`` is :math:`\partial m/\partial \log p` at ``p``, from the solver's last
+    evaluation (the point it accepted), so only :math:`\partial m/\partial\Delta` is
+    evaluated here, and only when the sensitivity is perturbed.
+    """
+    return p, achieved
+
+
+def _implicit_jvp(spec, metric, n, primals, tangents):
+    budget, s, p, achieved, slope = primals
+    db, ds = tangents[0], tangents[1]
+    zero = jax.custom_derivatives.SymbolicZero
+    db = jnp.zeros_like(budget) if isinstance(db, zero) else db
+    if isinstance(ds, zero):
+        dm_s = jnp.zeros_like(budget)
+    else:
+        x = jnp.log(jnp.where(jnp.isfinite(slope), p, 1.0))
+
+        def m(s):
+            return jnp.broadcast_to(_metric(spec, metric, n, jnp.exp(x), s), budget.shape)
+
+        dm_s = jax.jvp(m, (s,), (ds,))[1]
+    ok = jnp.isfinite(slope) & (slope != 0)
+    safe = jnp.where(ok, slope, 1.0)
+    dx = jnp.where(ok, (db - dm_s) / safe, 0.0)
+    dp = jnp.where(ok, p, 0.0) * dx
+    d_achieved = jnp.where(ok, db, 0.0)
+    return (p, achieved), (dp, d_achieved)
+
+
+_implicit.defjvp(_implicit_jvp, symbolic_zeros=True)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+def _calibrate_jit(spec, metric, n, max_steps, budget, s):
+    shape = jnp.broadcast_shapes(budget.shape, s.shape)
+    budget = jnp.broadcast_to(budget, shape)
+    s = jnp.broadcast_to(s, shape)
+    res, slope = _solve(spec, metric, n, max_steps, lax.stop_gradient(budget), lax.stop_gradient(s))
+    p, achieved = _implicit(spec, metric, n, budget, s, res.parameter, res.achieved, slope)
+    return CalibrationResult(p, achieved, res.converged, res.iterations)
+
+
+def calibrate(
+    mechanism: str | Callable,
+    budget,
+    *,
+    sensitivity=1.0,
+    compositions: int = 1,
+    metric: str = "chernoff",
+    max_steps: int = 64,
+) -> CalibrationResult:
+    r"""Calibrate a mechanism's parameter so that its privacy loss equals ``budget``.
+
+    Solves :math:`m(P_p^{\otimes n}, Q_p^{\otimes n}) = c` for the parameter :math:`p`, where
+    :math:`(P_p, Q_p)` is the mechanism's neighbouring pair (:mod:`jaxdp.mechanisms`),
+    :math:`n` = ``compositions`` and :math:`m` the metric:
+
+    * ``"chernoff"``: :math:`C = \max_{\alpha} -\log C_\alpha` (eq. (11)); exactly
+      :math:`n\,C(P_p, Q_p)` for the ``n``-fold composition (same :math:`\alpha^*`).
+    * ``"kl"``: :math:`\max(D(P\|Q), D(Q\|P))`, times :math:`n` (Corollary 1.1).
+    * ``"tv"``: total variation = best membership advantage (eq. (37)) of the ``n``-fold
+      product, a number in :math:`[0, 1)`.
+
+    Batched: an array of budgets (and/or sensitivities; they broadcast) is solved in one
+    jitted call. The result is differentiable with respect to ``budget`` and
+    ``sensitivity`` (implicit function theorem; see the module doc).
+
+    Args:
+      mechanism: ``"laplace"`` (parameter: scale :math:`b`), ``"gaussian"`` (:math:`\sigma`),
+        ``"geometric"`` (:math:`\varepsilon`, scale :math:`\Delta/\varepsilon`, integer
+        sensitivity), ``"randomized_response"`` (binary, :math:`\varepsilon`), or a
+        callable ``p -> (P, Q)`` returning jaxdp distributions whose metric is monotone in
+        :math:`p > 0` (it must accept an array ``p`` of the budgets' shape; it is a static
+        argument of the jitted solver, so pass the same function object to reuse the
+        compilation).
+      budget: the budget :math:`c \ge 0` (nats for ``"chernoff"``/``"kl"``), any shape.
+      sensitivity: :math:`\Delta > 0` for Laplace, Gaussian and geometric (an integer for
+        the latter); must stay 1 for randomized response and callables (they take no
+        sensitivity).
+      compositions: :math:`n \ge 1` (static int): calibrate the ``n``-fold composition.
+      metric: ``"chernoff"`` (default), ``"kl"`` or ``"tv"``.
+      max_steps: static cap on Newton iterations.
+
+    Returns:
+      :class:`CalibrationResult` ``(parameter, achieved, converged, iterations)``, shaped
+      by ``broadcast(budget, sensitivity)``. ``achieved <= budget`` wherever ``converged``.
+      Limits: ``budget == 0`` gives scale ``inf`` / :math:`\varepsilon = 0`; a TV budget
+      ``>= 1`` gives scale 0 / :math:`\varepsilon = \infty` (see the module doc).
+
+    Raises:
+      ValueError: unknown mechanism or metric, bad ``compositions``/``max_steps``, negative
+        or NaN budgets, non-positive sensitivity (concrete values only).
+      NotImplementedError: ``metric="tv"`` with ``compositions > 1`` for ``"geometric"``
+        (no exact ``n``-fold TV kernel), or for a callable whose product has no TV kernel.
+
+    Example:
+      >>> r = calibrate("laplace", [0.1, 1.0], compositions=10)  # doctest: +SKIP
+      >>> r.parameter  # Laplace scales whose 10-fold Chernoff information is 0.1, 1.0
+    """
+    spec = _spec_for(mechanism)
+    if metric not in METRICS:
+        raise ValueError(f"metric must be one of {list(METRICS)}, got {metric!r}")
+    if isinstance(compositions, bool) or not isinstance(compositions, int | np.integer):
+        raise ValueError(f"compositions must be a positive int, got {compositions!r}")
+    if compositions < 1:
+        raise ValueError(f"compositions must be a positive int, got {compositions!r}")
+    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+        raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    budget, s = _checks.as_inexact(budget, sensitivity)
+    if _checks.is_concrete(budget):
+        v = np.asarray(budget)
+        if np.isnan(v).any():
+            raise ValueError("budget contains NaN")
+        if (v < 0).any():
+            raise ValueError(f"budget must be >= 0, got {v[v < 0].flat[0]}")
+    _checks.check_positive("sensitivity", s)
+    if spec.name == "geometric":
+        _checks.check_integer("sensitivity", s)
+    if spec.name in ("randomized_response", "callable") and _checks.is_concrete(s):
+        if (np.asarray(s) != 1).any():
+            raise ValueError(
+                f"sensitivity does not apply to {spec.name!r} (it must be 1); fold it into "
+                "the mechanism instead"
+            )
+    _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
+    if metric == "tv" and compositions > 1 and spec.name == "geometric":
+        _tv_composed(spec, compositions, None, None)  # raises NotImplementedError
+    return _calibrate_jit(spec, metric, int(compositions), max_steps, budget, s)
