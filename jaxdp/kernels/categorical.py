@@ -79,32 +79,40 @@ def _deficit_any_order(a_, lp, lq, weights=None):
 def kl(P, Q):
     r""":math:`\sum_k p_k \varphi(-\ell_k)`, :math:`\ell = \log p/q` (equal to
     :math:`\sum p\log(p/q)` because both sum to 1; non-negative terms)."""
-    lp, lq = P.log_probs, Q.log_probs
+    return jnp.sum(kl_terms(P.log_probs, Q.log_probs), axis=-1)
+
+
+def kl_terms(lp, lq, *, normalized=True):
+    """Per-point KL terms: ``p phi(-l) = q - p + p l`` (non-negative; their sum is the KL when
+    both masses sum to 1 over the points), else plain ``p l`` (``normalized=False``)."""
     p, q = jnp.exp(lp), jnp.exp(lq)
     has_p = lp > -jnp.inf
     has_q = lq > -jnp.inf
     l = jnp.where(has_p & has_q, lp - lq, 0.0)
+    if not normalized:
+        return jnp.where(has_p, jnp.where(has_q, p * l, jnp.inf), 0.0)
     small = jnp.abs(l) <= 1.0
-    ls = jnp.where(small, l, 0.0)
-    term = jnp.where(small, p * sp.phi(-ls), q - p + p * l)
+    term = jnp.where(small, p * sp.phi(-jnp.where(small, l, 0.0)), q - p + p * l)
     # p = 0 < q: the term q - p + p*l of the identity reduces to q
-    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
-    return jnp.sum(term, axis=-1)
+    return jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
 
 
 def tv(P, Q):
     r""":math:`\tfrac12\sum_k |p_k - q_k|`, with :math:`p - q = q\,\mathrm{expm1}(\ell)`."""
-    lp, lq = P.log_probs, Q.log_probs
+    return 0.5 * jnp.sum(abs_diff(P.log_probs, Q.log_probs), axis=-1)
+
+
+def abs_diff(lp, lq):
+    """``|p - q|`` from log-probabilities: ``min(p, q) expm1(|l|)`` where ``p ~ q`` (no
+    cancellation), else the plain difference (no overflow of ``expm1``)."""
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
     absl = jnp.abs(jnp.where(both, lp - lq, 0.0))
     small = absl <= 1.0
-    # |p - q| = min(p, q) expm1(|l|) where p ~ q (no cancellation), else the plain difference
-    diff = jnp.where(
+    return jnp.where(
         both & small,
         jnp.exp(jnp.minimum(lp, lq)) * jnp.expm1(jnp.where(small, absl, 0.0)),
         jnp.exp(jnp.maximum(lp, lq)) - jnp.where(both, jnp.exp(jnp.minimum(lp, lq)), 0.0),
     )
-    return 0.5 * jnp.sum(diff, axis=-1)
 
 
 def moment_derivs(a, lp, lq, lw=None, *, normalized=True):

@@ -170,20 +170,9 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL):
 
 def kl(P, Q, *, level=DEFAULT_LEVEL):
     lw, lp, lq, disjoint = _log_probs(P, Q, level)
-    has_p = lp > -jnp.inf
-    has_q = lq > -jnp.inf
-    p, q = jnp.exp(lp), jnp.exp(lq)
-    l = jnp.where(has_p & has_q, lp - lq, 0.0)
-    from jaxdp import _special as sp
-
-    small = jnp.abs(l) <= 1.0
-    term = jnp.where(small, p * sp.phi(-jnp.where(small, l, 0.0)), q - p + p * l)
-    # p = 0 < q: the term q - p + p*l of the identity reduces to q
-    term = jnp.where(has_p, jnp.where(has_q, term, jnp.inf), q)
-    if (P.lower, P.upper) != (Q.lower, Q.upper):
-        # nodes cover only the common support: the identity behind the phi form needs both
-        # masses there, so integrate p log(p/q) directly; P's mass outside supp Q -> +inf
-        term = jnp.where(has_p, jnp.where(has_q, p * l, jnp.inf), 0.0)
+    # nodes cover only the common support: when supports differ the identity behind the
+    # phi form lacks mass, so integrate p log(p/q) directly; P's mass outside supp Q -> +inf
+    term = cat.kl_terms(lp, lq, normalized=(P.lower, P.upper) == (Q.lower, Q.upper))
     out = jnp.sum(jnp.exp(lw) * term, axis=-1)
     if P.lower < Q.lower or P.upper > Q.upper:
         return jnp.full(out.shape, jnp.inf)
@@ -194,16 +183,7 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
 
 def tv(P, Q, *, level=DEFAULT_LEVEL):
     lw, lp, lq, disjoint = _log_probs(P, Q, level)
-    both = jnp.isfinite(lp) & jnp.isfinite(lq)
-    absl = jnp.abs(jnp.where(both, lp - lq, 0.0))
-    small = absl <= 1.0
-    # |p - q| = min(p, q) expm1(|l|) where p ~ q (no cancellation), else the plain difference
-    diff = jnp.where(
-        both & small,
-        jnp.exp(jnp.minimum(lp, lq)) * jnp.expm1(jnp.where(small, absl, 0.0)),
-        jnp.exp(jnp.maximum(lp, lq)) - jnp.where(both, jnp.exp(jnp.minimum(lp, lq)), 0.0),
-    )
-    out = 0.5 * jnp.sum(jnp.exp(lw) * diff, axis=-1)
+    out = 0.5 * jnp.sum(jnp.exp(lw) * cat.abs_diff(lp, lq), axis=-1)
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         # mass outside the common support counts fully: TV = 1 - int_common min(p, q)
         overlap = jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
