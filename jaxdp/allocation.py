@@ -157,7 +157,7 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
 
     With ``strict=False`` the final Newton step is applied instead (error of second order,
     far below an ulp of ``lam``; the value may then exceed ``target`` by rounding): used
-    inside the optimiser, whose line search needs the reduced objective smooth to rounding.
+    inside the optimiser, whose step test needs the reduced objective smooth to rounding.
 
     Returns ``(lam, value, alpha)`` with the engine's value and maximiser at ``x + lam``
     (for ``strict=False``: at the last evaluated point, one negligible step before ``lam``).
@@ -220,8 +220,9 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
 def _shift(kind, pair, x, s, budget):
     """``(lam, alpha)``: the common log-scale shift with ``constraint(x + lam) = budget``
-    (within rounding, never above) and the maximiser there. ``alpha`` is auxiliary: its
-    tangent is reported as zero (it is only used under ``stop_gradient``)."""
+    (to second order in the last Newton step; see :func:`_root` with ``strict=False``) and
+    the maximiser there. ``alpha`` is auxiliary: its tangent is reported as zero (it is only
+    used under ``stop_gradient``)."""
     lam, _, alpha = _root(kind, pair, x, s, budget, jnp.zeros((), x.dtype), strict=False)
     return lam, alpha
 
