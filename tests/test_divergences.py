@@ -28,7 +28,7 @@ def _rel(got, want):
     got, want = np.asarray(got, np.float64), np.asarray(want, np.float64)
     same = (got == want) | (np.isinf(got) & np.isinf(want) & (np.sign(got) == np.sign(want)))
     finite = np.isfinite(got) & np.isfinite(want)
-    diff = np.where(finite, got - want, np.inf)  # a finite value against inf is wrong
+    diff = np.where(finite, got, 0.0) - np.where(finite, want, -np.inf)  # finite vs inf: wrong
     err = np.abs(diff) / np.where((want == 0) | ~finite, 1.0, np.abs(want))
     return np.where(same, 0.0, err)
 
