@@ -54,31 +54,15 @@ def _nodes(P, Q, level):
     lower = max(P.lower, Q.lower)
     upper = min(P.upper, Q.upper)
     dtype = jnp.result_type(P.dtype, Q.dtype)
-    pts = jnp.concatenate(
-        [
-            jnp.broadcast_to(P._quad_points(), P.batch_shape + P._quad_points().shape[-1:]),
-            jnp.broadcast_to(Q._quad_points(), Q.batch_shape + Q._quad_points().shape[-1:]),
-        ]
-        if P.batch_shape == Q.batch_shape
-        else _broadcast_pts(P, Q),
-        -1,
-    ).astype(dtype)
+    pts = jnp.concatenate(_broadcast_pts(P, Q), -1).astype(dtype)
     pts = jnp.sort(jnp.clip(pts, lower, upper), axis=-1)
     scale = jnp.minimum(P._quad_scale(), Q._quad_scale())[..., None].astype(dtype)
-    xs, lws = [], []
-    # finite pieces between consecutive points
-    left = pts[..., :-1, None]
-    right = pts[..., 1:, None]
-    half = 0.5 * (right - left)
-    mid = 0.5 * (right + left)
     ts_x = jnp.asarray(ts_x, dtype)
     gap = jnp.asarray(ts_gap, dtype)
-    x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
-    x = jnp.where(ts_x == 0, mid, x)
-    lw = jnp.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
-    lw = jnp.where(half > 0, lw, -jnp.inf)
-    xs.append(x.reshape(x.shape[:-2] + (-1,)))
-    lws.append(lw.reshape(lw.shape[:-2] + (-1,)))
+    # finite pieces between consecutive points
+    x, lw = _finite(pts[..., :-1, None], pts[..., 1:, None], ts_x, gap, ts_lw, dtype)
+    xs = [x.reshape(x.shape[:-2] + (-1,))]
+    lws = [lw.reshape(lw.shape[:-2] + (-1,))]
     ex = jnp.exp(jnp.asarray(es_logx, dtype))
     elw = jnp.asarray(es_lw, dtype) + jnp.log(scale)
     first, last = pts[..., :1], pts[..., -1:]
