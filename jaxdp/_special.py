@@ -12,10 +12,13 @@ All functions are elementwise, dtype-preserving and differentiable.
 from __future__ import annotations
 
 import math
+from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
 import numpy as np
+
+from jaxdp import _fastmath as fm
 
 # Taylor coefficients of (e^x - 1 - x) / x^2 = sum_{n>=0} x^n / (n+2)!  (18 terms: |x| <= 1
 # truncation below 1e-17 relative).
@@ -44,7 +47,8 @@ _XCOTH_COEFFS = (
 _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 
-def _horner(coeffs, x):
+def horner(coeffs, x):
+    """``sum_i coeffs[i] x^i`` by Horner's rule (Python-float coefficients)."""
     acc = jnp.full_like(x, coeffs[-1])
     for c in reversed(coeffs[:-1]):
         acc = acc * x + c
@@ -56,9 +60,12 @@ def phi(x):
     x = jnp.asarray(x)
     small = jnp.abs(x) <= 1.0
     xs = jnp.where(small, x, 0.0)
-    series = xs * xs * _horner(_PHI_COEFFS, xs)
+    series = xs * xs * horner(_PHI_COEFFS, xs)
     xl = jnp.where(small, 1.0, x)
     return jnp.where(small, series, jnp.expm1(xl) - xl)
+
+
+_LOG1PMX_COEFFS = tuple(1.0 / (2 * k + 3) for k in range(12))
 
 
 def log1pmx(x):
@@ -72,10 +79,10 @@ def log1pmx(x):
     xs = jnp.where(small, x, 0.0)
     z = xs / (2.0 + xs)
     z2 = z * z
-    tail = _horner(tuple(1.0 / (2 * k + 3) for k in range(12)), z2)
+    tail = horner(_LOG1PMX_COEFFS, z2)
     series = -z * xs + 2.0 * z * z2 * tail
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, series, jnp.log1p(xl) - xl)
+    return jnp.where(small, series, fm.log1p(xl) - xl)
 
 
 # psi(x) = sum_n (-x)^n/(n+1)! and 1 - psi(x) = x sum_n (-x)^n/(n+2)!, for |x| <= 1/8
@@ -92,7 +99,7 @@ def psi(x):
     small = jnp.abs(x) <= 0.125
     xs = jnp.where(small, x, 0.0)
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, _horner(_PSI_SERIES, -xs), -jnp.expm1(-xl) / xl)
+    return jnp.where(small, horner(_PSI_SERIES, -xs), -jnp.expm1(-xl) / xl)
 
 
 def one_minus_psi(x):
@@ -101,7 +108,7 @@ def one_minus_psi(x):
     small = jnp.abs(x) <= 0.125
     xs = jnp.where(small, x, 0.0)
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, xs * _horner(_OMPSI_SERIES, -xs), phi(-xl) / xl)
+    return jnp.where(small, xs * horner(_OMPSI_SERIES, -xs), phi(-xl) / xl)
 
 
 def sinhc_m1(x):
@@ -110,7 +117,7 @@ def sinhc_m1(x):
     small = jnp.abs(x) <= 1.0
     xs = jnp.where(small, x, 0.0)
     x2 = xs * xs
-    series = x2 * _horner(_SINH_COEFFS, x2)
+    series = x2 * horner(_SINH_COEFFS, x2)
     xl = jnp.where(small, 1.0, x)
     return jnp.where(small, series, jnp.sinh(xl) / xl - 1.0)
 
@@ -120,7 +127,7 @@ def x_minus_tanh(x):
     x = jnp.asarray(x)
     small = jnp.abs(x) <= 1.0
     xs = jnp.where(small, x, 0.0)
-    series = jnp.tanh(xs) * (xs * xs) * _horner(_XCOTH_COEFFS, xs * xs)
+    series = jnp.tanh(xs) * (xs * xs) * horner(_XCOTH_COEFFS, xs * xs)
     xl = jnp.where(small, 1.0, x)
     return jnp.where(small, series, xl - jnp.tanh(xl))
 
@@ -133,7 +140,7 @@ def log_ratio(num, den):
     """
     diff = num - den
     close = jnp.abs(diff) < 0.5 * den
-    return jnp.where(close, jnp.log1p(diff / den), jnp.log(num / den))
+    return jnp.where(close, fm.log1p(diff / den), fm.log(num / den))
 
 
 def mixture_gap(a, rho):
@@ -156,7 +163,7 @@ def mixture_gap(a, rho):
     large_arg = jnp.where(low, a * jnp.expm1(rl), (1.0 - a) * jnp.expm1(-rl))
     offset = jnp.where(small, 0.0, jnp.where(low, -a * rl, (1.0 - a) * rl))
     # a single log1p on the selected argument (log1p dominates the cost)
-    return jnp.log1p(jnp.where(small, series_arg, large_arg)) + offset
+    return fm.log1p(jnp.where(small, series_arg, large_arg)) + offset
 
 
 def amgm_gap(a, l, b=None):
@@ -215,7 +222,7 @@ def amgm_gap(a, l, b=None):
 def logtanh(k):
     r""":math:`\log\tanh k` for :math:`k > 0`, overflow-free."""
     e = jnp.exp(-2.0 * k)
-    return jnp.log(-jnp.expm1(-2.0 * k)) - jnp.log1p(e)
+    return fm.log(-jnp.expm1(-2.0 * k)) - fm.log1p(e)
 
 
 def _logtanh_d1(k):
@@ -252,25 +259,106 @@ def logtanh_bregman(u, v):
     return jnp.where(close, quad, direct)
 
 
+def phi_pair(x):
+    r""":math:`(\varphi(x), \varphi(-x))` with one exponential and one Horner pass.
+
+    The series :math:`\varphi(\pm x)/x^2 = E(x^2) \pm x\,O(x^2)` share their even and odd
+    parts; for :math:`|x| > 1`, :math:`e^{-x} - 1 = -K/(1 + K)` with :math:`K = e^x - 1`.
+    """
+    x = jnp.asarray(x)
+    small = jnp.abs(x) <= 1.0
+    xs = jnp.where(small, x, 0.0)
+    x2 = xs * xs
+    even = x2 * horner(_PHI_COEFFS[0::2], x2)
+    odd = x2 * xs * horner(_PHI_COEFFS[1::2], x2)
+    xl = jnp.where(small, 1.0, x)
+    k = jnp.expm1(xl)
+    large_pos = k - xl
+    large_neg = xl - k / (1.0 + k)
+    return jnp.where(small, even + odd, large_pos), jnp.where(small, even - odd, large_neg)
+
+
+class ScaleConsts(NamedTuple):
+    r"""Per-pair constants of the scale mismatch :math:`g(a, \rho)` (:func:`mixture_gap`):
+    :math:`\rho`, :math:`K = e^\rho - 1`, :math:`w = e^\rho`, :math:`\varphi(\rho)`,
+    :math:`K^- = e^{-\rho} - 1`, :math:`\varphi(-\rho)`, each to full relative accuracy."""
+
+    rho: jax.Array
+    k: jax.Array
+    w: jax.Array
+    phr: jax.Array
+    km: jax.Array
+    phrm: jax.Array
+
+
+def scale_consts(num, den, power=1):
+    r""":class:`ScaleConsts` for :math:`e^\rho = (\text{num}/\text{den})^{p}`, ``p`` 1 or 2
+    (scales of Laplace, variances of Gaussians); :math:`K` from the difference, so it keeps
+    relative accuracy for nearly equal scales."""
+    r = num / den
+    if power == 1:
+        w, k = r, (num - den) / den
+    else:
+        w, k = r * r, (num - den) * (num + den) / (den * den)
+    rho = power * log_ratio(num, den)
+    phr, phrm = phi_pair(rho)
+    return ScaleConsts(rho, k, w, phr, -k / w, phrm)
+
+
+def mixture_gap_pre(a, sc):
+    r""":func:`mixture_gap` from precomputed :class:`ScaleConsts`, for ``a`` in ``[0, 1]``.
+
+    With :math:`y = aK` (:math:`a \le 1/2`) or :math:`y = (1 - a)K^-` (mirror image,
+    :math:`g(a, \rho) = g(1 - a, -\rho)`): for :math:`|\rho| \le 1`,
+    :math:`g = [\log(1 + y) - y] + a\varphi(\rho)`, whose terms are within a factor
+    :math:`1/(1 - a) \le 2` of :math:`g \approx a(1-a)\rho^2/2`; otherwise
+    :math:`g = \log(1 + y) - a\rho`. One ``log1p`` in all.
+    """
+    low = a <= 0.5
+    b = 1.0 - a
+    t = jnp.where(low, a, b)
+    y = t * jnp.where(low, sc.k, sc.km)
+    l1p = fm.log1p(y)
+    small = jnp.abs(sc.rho) <= 1.0
+    ys = jnp.where((y > -0.3) & (y < 0.5), y, 0.0)
+    z = ys / (2.0 + ys)
+    z2 = z * z
+    series = -z * ys + 2.0 * z * z2 * horner(_LOG1PMX_COEFFS, z2)
+    l1pmx = jnp.where((y > -0.3) & (y < 0.5), series, l1p - y)
+    near = l1pmx + t * jnp.where(low, sc.phr, sc.phrm)
+    far = l1p - t * jnp.where(low, sc.rho, -sc.rho)
+    return jnp.where(small, near, far)
+
+
 @jax.custom_jvp
-def mixture_gap_da(a, rho, k, phr):
+def mixture_gap_da(a, rho, k, phr, w):
     r""":math:`\partial_a g(a, \rho) = (\varphi(\rho) - a\rho K)/(1 + aK)`, :math:`K = e^\rho - 1`.
 
-    ``k`` and ``phr`` must be ``expm1(rho)`` and ``phi(rho)`` (precomputed by the caller).
+    ``k``, ``phr`` and ``w`` must be ``expm1(rho)``, ``phi(rho)`` and ``exp(rho)``
+    (precomputed by the caller, each to full relative accuracy). The denominator is formed
+    as :math:`(1 - a) + a e^\rho`, a sum of non-negative terms, which stays accurate when
+    :math:`e^\rho \ll 1` and :math:`a \to 1` (:math:`1 + aK` would cancel there).
     Its derivatives are supplied in the stable forms :math:`\partial_a = -K^2/(1+aK)^2` and
-    :math:`\partial_\rho = K(1 - 2a - a^2K)/(1+aK)^2`: autodiff of the expression above
-    would cancel two :math:`O(\rho)` terms, losing relative accuracy of
-    :math:`d\alpha^*/d\theta` for nearly equal scales.
+    :math:`\partial_\rho = K\,(1 - a - a e^{\rho/2})(1 - a + a e^{\rho/2})/(1+aK)^2`:
+    autodiff of the expression above would cancel two :math:`O(\rho)` terms, losing
+    relative accuracy of :math:`d\alpha^*/d\theta` for nearly equal scales.
     """
-    return (phr - a * rho * k) / (1.0 + a * k)
+    return (phr - a * rho * k) / ((1.0 - a) + a * w)
 
 
 @mixture_gap_da.defjvp
 def _mixture_gap_da_jvp(primals, tangents):
-    a, rho, k, phr = primals
-    ta, trho, _, _ = tangents  # k and phr are functions of rho: their tangents are implied
-    den = 1.0 + a * k
+    a, rho, k, phr, w = primals
+    ta, trho, _, _, _ = tangents  # k, phr, w are functions of rho: their tangents are implied
+    den = (1.0 - a) + a * w
     value = (phr - a * rho * k) / den
     d_a = -jnp.square(k / den)
-    d_rho = k * (1.0 - 2.0 * a - a * a * k) / jnp.square(den)
+    d_rho = k * quadratic_factor(a, jnp.sqrt(w)) / jnp.square(den)
     return value, d_a * ta + d_rho * trho
+
+
+def quadratic_factor(a, r):
+    r""":math:`1 - 2a - a^2 K = (1 - a - a r)(1 - a + a r)` for :math:`K = r^2 - 1`, as a
+    product (no cancellation when :math:`r \to 0`, :math:`a \to 1`)."""
+    b = 1.0 - a
+    return (b - a * r) * (b + a * r)

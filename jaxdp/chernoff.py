@@ -103,74 +103,126 @@ def _always_interior(P, Q) -> bool:
     return getattr(kernel_for(P, Q), "SAME_SUPPORT", False)
 
 
+def _initial(P, Q, consts, shape, dtype):
+    """Starting point of the solver: the kernel's closed-form guess where it has one."""
+    if not isinstance(P, Product):
+        kernel = kernel_for(P, Q)
+        if hasattr(kernel, "initial_alpha"):
+            a0 = jnp.broadcast_to(kernel.initial_alpha(consts).astype(dtype), shape)
+            # a guess is only a guess: anything not strictly inside (0, 1) starts at 1/2
+            return jnp.where((a0 > 0) & (a0 < 1), a0, 0.5)
+    return jnp.full(shape, 0.5, dtype)
+
+
 def _endpoints(P, Q, consts, shape, dtype):
-    """Derivative of ``log C`` at 0, 1 and 1/2 in one evaluation (only 1/2 when the
-    optimum is known to be interior, which saves a compiled copy of the derivatives)."""
+    """Derivative of ``log C`` at 0 and 1 (``-D(Q||P)`` and ``D(P||Q)`` when the supports
+    agree; evaluated only for pairs whose supports may differ)."""
     if _always_interior(P, Q):
-        d1, d2 = _grad2(P, Q, consts, jnp.full(shape, 0.5, dtype))
-        inf = jnp.full(shape, jnp.inf, dtype)  # d/da log C: -D(Q||P) at 0, D(P||Q) at 1
-        return -inf, inf, jnp.broadcast_to(d1, shape), jnp.broadcast_to(d2, shape)
-    a = jnp.broadcast_to(
-        jnp.asarray([0.0, 1.0, 0.5], dtype).reshape((3,) + (1,) * len(shape)), (3, *shape)
-    )
-    d1, d2 = _grad2(P, Q, consts, a)
-    d1 = jnp.broadcast_to(d1, (3, *shape))
-    d2 = jnp.broadcast_to(d2, (3, *shape))
-    return d1[0], d1[1], d1[2], d2[2]
+        inf = jnp.full(shape, jnp.inf, dtype)
+        return -inf, inf
+    ends = jnp.asarray([0.0, 1.0], dtype).reshape((2,) + (1,) * len(shape))
+    d1, _ = _grad2(P, Q, consts, jnp.broadcast_to(ends, (2, *shape)))
+    d1 = jnp.broadcast_to(d1, (2, *shape))
+    return d1[0], d1[1]
+
+
+class _Solve(NamedTuple):
+    """What a solver hands to :func:`_chernoff` (all elementwise, no gradients)."""
+
+    alpha: jax.Array  # the maximiser
+    value: jax.Array  # log C at alpha (None: evaluate there)
+    deriv: jax.Array  # f'(alpha) or at the last evaluated point (see _newton)
+    certified: jax.Array
+    done: jax.Array
+    at_end: jax.Array
+    iterations: jax.Array
 
 
 def _newton(P, Q, shape, dtype, max_steps):
+    r"""Safeguarded Newton (Halley where the kernel supplies a third derivative) on
+    :math:`f'`, from the kernel's initial guess, in one loop.
+
+    Every trip evaluates ``log C`` and its derivatives at one point (the first trip at the
+    initial guess, or at the end point the endpoint test selected) and shrinks the bracket.
+    It stops once the *next* step ``s`` is at most ``tol * min(alpha, 1 - alpha)``, with
+    ``tol = sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error
+    left after taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. The step
+    is then taken without another evaluation, the value corrected by the Taylor polynomial
+    :math:`\log C(a + s) = \log C + s\,\ell' + s^2\ell''/2\;(+\,s^3\ell^{(3)}/6)`. The reported
+    derivative (the certificate) is :math:`f'` measured at the returned alpha, where it
+    must satisfy :math:`|f'| \le \sqrt{\epsilon}\,|f''|`.
+    """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
-    d0, d1, g_half, h_half = _endpoints(P, Q, consts, shape, dtype)
+    halley = _has_third(P, Q)
+    tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
+    d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
     at0 = -d0 < 0
     at1 = -d1 > 0
+    a0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
     zeros = jnp.zeros(shape, dtype)
-    a = zeros + 0.5
-    g, h = -g_half, -h_half
-    lo, hi = zeros, zeros + 1
-    undefined = jnp.isnan(g)  # disjoint supports (or invalid parameters under jit)
-    done = at0 | at1 | undefined | (g == 0)
-    tol = 0.1 * jnp.sqrt(eps)
-    state = (a, g, h, lo, hi, done, jnp.zeros(shape, jnp.int32))
+    nan = jnp.full(shape, jnp.nan, dtype)
+
+    def next_step(g, h, t):
+        newton = -g / h
+        if not halley:
+            return newton
+        # Halley: s = s_N / (1 + s_N f^{(3)} / (2 f^{(2)})), kept only while the correction is mild
+        factor = 1.0 + 0.5 * newton * t / h
+        return jnp.where((factor > 0.5) & (factor < 2.0), newton / factor, newton)
 
     def cond(state):
-        return jnp.any(~state[5]) & (jnp.max(state[6]) < max_steps)
+        trip = state[-1]
+        return (trip == 0) | (jnp.any(~state[7]) & (trip <= max_steps))
 
     def body(state):
-        a, g, h, lo, hi, done, it = state
-        cand = a - g / h
-        newton = (h < 0) & jnp.isfinite(cand) & (cand >= lo) & (cand <= hi)
-        new = jnp.where(newton, cand, 0.5 * (lo + hi))
-        new = jnp.where(done, a, new)
-        n1, n2 = _grad2(P, Q, consts, new)
+        a, v, g, h, t, lo, hi, done, it, trip = state
+        first = trip == 0
+        cand = a + next_step(g, h, t)
+        ok = (h < 0) & jnp.isfinite(cand) & (cand >= lo) & (cand <= hi)
+        new = jnp.where(ok, cand, 0.5 * (lo + hi))
+        # the first trip evaluates at the start (the end points only then)
+        new = jnp.where(first | done, a, new)
+        nv, n1, n2, n3 = _value_derivs(P, Q, consts, new)
+        fresh = first | ~done
         ng, nh = -n1, -n2
-        lo = jnp.where(done | (ng < 0), lo, new)
-        hi = jnp.where(done | (ng > 0), hi, new)
-        # After a Newton step of size s the error is O(s^2): stop once s < sqrt(eps)/10.
-        finished = (
-            (newton & (jnp.abs(new - a) <= tol)) | (ng == 0) | (hi - lo <= 4 * eps) | jnp.isnan(ng)
-        )
-        it = jnp.where(done, it, it + 1)
-        a = jnp.where(done, a, new)
-        g = jnp.where(done, g, ng)
-        h = jnp.where(done, h, nh)
-        return a, g, h, lo, hi, done | finished, it
+        # f is concave: the optimum lies right of a where f'(a) > 0, left where f'(a) < 0.
+        lo = jnp.where(fresh & (ng > 0), new, lo)
+        hi = jnp.where(fresh & (ng < 0), new, hi)
+        it = jnp.where(~done & ~first, it + 1, it)
+        a = jnp.where(fresh, new, a)
+        v = jnp.where(fresh, nv, v)
+        g = jnp.where(fresh, ng, g)
+        h = jnp.where(fresh, nh, h)
+        if halley:
+            t = jnp.where(fresh, -n3, t)
+        step = next_step(g, h, t)
+        small = (h < 0) & (jnp.abs(step) <= tol * jnp.minimum(a, 1 - a))
+        small = small & (a + step >= lo) & (a + step <= hi)
+        finished = small | (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
+        return a, v, g, h, t, lo, hi, done | finished, it, trip + 1
 
-    a, g, h, lo, hi, done, it = lax.while_loop(cond, body, state)
-    # Certificate: at an interior optimum the next Newton step |f'/f''| must be negligible
-    # (a bracket that collapsed onto a numerical jump of f' is not convergence).
+    state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, jnp.zeros(shape, jnp.int32), 0)
+    a, v, g, h, t, lo, hi, done, it, _ = lax.while_loop(cond, body, state)
+    step = next_step(g, h, t)
+    polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
+    alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
+    step = alpha - a
+    # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
+    taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
+    value = jnp.where(step == 0, v, v - step * taylor)
+    # the certificate is measured at alpha itself (first derivative only: the rest of the
+    # kernel's work is dead code there and XLA drops it)
+    g = jnp.where(step == 0, g, -_grad2(P, Q, consts, alpha)[0])
     certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
-    converged = done & (certified | at0 | at1 | undefined)
-    a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, a))
-    g = jnp.where(at0, -d0, jnp.where(at1, -d1, g))
-    return a, g, converged, it
+    at_end = at0 | at1 | jnp.isnan(g)
+    return _Solve(alpha, value, g, certified, done, at_end, it)
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):
     consts = _setup(P, Q)
-    d0, d1, _, _ = _endpoints(P, Q, consts, shape, dtype)
+    d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     at0, at1 = d0 > 0, d1 < 0
 
     def objective(z):
@@ -195,15 +247,58 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
 
     z0 = jnp.zeros(shape, dtype)
     z, _, it, _ = lax.while_loop(cond, body, (z0, opt.init(z0), 0, jnp.asarray(jnp.inf, dtype)))
-    a = jax.nn.sigmoid(z)
-    g1, _ = _grad2(P, Q, consts, a)
-    a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, a))
-    g = jnp.where(at0, -d0, jnp.where(at1, -d1, -g1))
-    converged = (jnp.abs(g) <= 1e-6) | at0 | at1
-    return a, g, converged, jnp.full(shape, it, jnp.int32)
+    a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, jax.nn.sigmoid(z)))
+    value, g1, _, _ = _value_derivs(P, Q, consts, a)
+    g = -g1
+    # L-BFGS is not expected to reach a Newton-sized step; certify |f'| <= 1e-6 instead
+    certified = jnp.abs(g) <= 1e-6
+    done = jnp.ones(shape, bool)
+    at_end = at0 | at1 | jnp.isnan(d0 + d1)
+    return _Solve(a, value, g, certified, done, at_end, jnp.full(shape, it, jnp.int32))
 
 
 _METHODS = {"newton": _newton, "optax": _lbfgs}
+
+
+def _value_derivs(P, Q, consts, a):
+    """``(log C_a, d/da log C_a, d2/da2 log C_a)`` in one pass (the kernel's
+    ``value_derivs`` where it has one, sharing its transcendentals)."""
+    if isinstance(P, Product):
+        v = d1 = d2 = 0.0
+        for (p, n), q, c in zip(P._items(), Q.components, consts, strict=True):
+            e0, e1, e2, _ = _value_derivs(p, q, c, a)
+            v, d1, d2 = v + n * e0, d1 + n * e1, d2 + n * e2
+        return v, d1, d2, None
+    kernel = kernel_for(P, Q)
+    if hasattr(kernel, "value_derivs"):
+        out = kernel.value_derivs(consts, a)
+        return out if len(out) == 4 else (*out, None)
+    d1, d2 = _grad2(P, Q, consts, a)
+    return raw_log_bc(P, Q, a), d1, d2, None
+
+
+def _has_third(P, Q) -> bool:
+    """Whether the kernel's ``value_derivs`` also returns the third derivative."""
+    if isinstance(P, Product):
+        return False
+    return getattr(kernel_for(P, Q), "THIRD_DERIVATIVE", False)
+
+
+@jax.custom_jvp
+def _envelope(value, a_star, P, Q):
+    r"""``value`` (= ``log C`` at ``a_star``, computed by the solver); its tangent is the
+    envelope theorem's :math:`\partial_\theta \log C_{\alpha}(P, Q)` at
+    :math:`\alpha = \alpha^*`."""
+    return value
+
+
+@_envelope.defjvp
+def _envelope_jvp(primals, tangents):
+    value, a_star, P, Q = primals
+    _, _, tP, tQ = tangents
+    a_star = lax.stop_gradient(a_star)
+    _, t = jax.jvp(lambda P, Q: raw_log_bc(P, Q, a_star), (P, Q), (tP, tQ))
+    return value, jnp.broadcast_to(t, value.shape).astype(value.dtype)
 
 
 @jax.custom_jvp
@@ -292,20 +387,23 @@ def _chernoff(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     Ps, Qs = lax.stop_gradient(P), lax.stop_gradient(Q)
-    a_star, deriv, converged, iterations = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
-    a_star = lax.stop_gradient(a_star.astype(dtype))
-    # Envelope theorem: no gradient flows through a_star.
-    information = jnp.broadcast_to(-raw_log_bc(P, Q, a_star), shape)
+    res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
+    a_star = lax.stop_gradient(res.alpha.astype(dtype))
+    value = lax.stop_gradient(jnp.broadcast_to(res.value, shape).astype(dtype))
+    # Envelope theorem: the gradient of the value at fixed a_star.
+    information = -_envelope(value, a_star, P, Q)
+    deriv = jnp.broadcast_to(res.deriv, shape).astype(dtype)
     # Disjoint supports: information +inf at any alpha; report alpha = 1/2, certificate 0.
     disjoint = information == jnp.inf
     a_star = jnp.where(disjoint, 0.5, a_star)
     deriv = jnp.where(disjoint, 0.0, deriv)
+    converged = res.done & (res.certified | res.at_end)
     converged = ((converged & ~jnp.isnan(deriv)) | disjoint) & ~jnp.isnan(information)
     alpha = _implicit_alpha(a_star, P, Q)
     return ChernoffResult(
         information=information,
         alpha=jnp.broadcast_to(alpha, shape),
-        derivative=jnp.broadcast_to(lax.stop_gradient(deriv).astype(dtype), shape),
+        derivative=deriv,
         converged=jnp.broadcast_to(converged, shape),
-        iterations=jnp.broadcast_to(iterations, shape),
+        iterations=jnp.broadcast_to(res.iterations, shape),
     )

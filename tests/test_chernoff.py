@@ -156,7 +156,10 @@ def test_identities(params, cls):
     assert 0 <= c <= harmonic * (1 + 1e-12) + 1e-300
     tv = float(jd.tv(P, Q))
     assert -np.expm1(-c) <= tv * (1 + 1e-12) + 1e-300
-    assert tv <= np.sqrt(-np.expm1(-2 * c)) * (1 + 1e-12) + 1e-300
+    if c > 0:
+        assert tv <= np.sqrt(-np.expm1(-2 * c)) * (1 + 1e-12) + 1e-300
+    else:  # C ~ TV^2/2 underflowed (shift ~1e-198): consistent only if TV^2 is that small
+        assert tv * tv < 1e-300
     # the maximum: no alpha on a grid beats it
     grid = jnp.linspace(0.0, 1.0, 101)
     assert float(jnp.max(-jd.log_bc(P, Q, grid))) <= c * (1 + 1e-12) + 1e-300

@@ -19,6 +19,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
 
 
@@ -41,7 +42,7 @@ def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
 def combine(a, direct, deficit):
     """Pick the accurate form: ``log1p(-deficit)`` when ``C_a`` is near 1, else ``direct``."""
     near_one = jnp.abs(deficit) < 0.5
-    return jnp.where(near_one, jnp.log1p(-jnp.where(near_one, deficit, 0.0)), direct)
+    return jnp.where(near_one, fm.log1p(-jnp.where(near_one, deficit, 0.0)), direct)
 
 
 def exponent(a, lp, lq):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 from jax.scipy.special import logsumexp
 
+from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
 
 #: Both distributions have full support, so the Chernoff optimum is interior.
@@ -65,15 +66,12 @@ def _direct(b1, b2, delta, a):
     left = l1 <= l2
     lo = jnp.where(left, l1, l2)
     dl = jnp.where(left, l2 - l1, l1 - l2)
-    log_tail = -jnp.log(jnp.expm1(2.0 * ss))
+    log_tail = -fm.log(jnp.expm1(2.0 * ss))
     terms = jnp.stack(
         [
             -l2 * delta + log_tail,
             -l1 * delta + log_tail,
-            -lo * delta
-            + jnp.log1p(delta)
-            + jnp.log(sp.psi(dl * (delta + 1.0)))
-            - jnp.log(sp.psi(dl)),
+            -lo * delta + fm.log1p(delta) + fm.log(sp.psi(dl * (delta + 1.0))) - fm.log(sp.psi(dl)),
         ],
         -1,
     )
@@ -109,7 +107,7 @@ def kl(P, Q):
 def _cdf_diff(k, m1, b1, m2, b2):
     """F_P(k) - F_Q(k) at integer k, without cancellation where it matters."""
     q1, q2 = jnp.exp(-1.0 / b1), jnp.exp(-1.0 / b2)
-    l1q, l2q = jnp.log1p(q1), jnp.log1p(q2)
+    l1q, l2q = fm.log1p(q1), fm.log1p(q2)
     below = (k < m1) & (k < m2)
     above = (k >= m1) & (k >= m2)
     # below both: A_i = e^{-(m_i - k)/b_i} / (1 + q_i)

@@ -98,25 +98,59 @@ def tv(P, Q):
 
 
 def derivs_setup(P, Q):
-    """Per-pair constants for :func:`derivs` (hoisted out of the Newton loop)."""
+    r"""Per-pair constants for :func:`derivs` (hoisted out of the Newton loop): the scale
+    constants of :math:`\rho = \log(\sigma_2^2/\sigma_1^2)`
+    (:class:`~jaxdp._special.ScaleConsts`), :math:`c = \Delta^2/(2\sigma_1^2)` and
+    :math:`r = \sigma_2/\sigma_1`."""
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
-    rho = 2.0 * sp.log_ratio(s2, s1)
-    return rho, jnp.expm1(rho), sp.phi(rho), delta * delta / (2.0 * s1 * s1)
+    return sp.scale_consts(s2, s1, power=2), delta * delta / (2.0 * s1 * s1), s2 / s1
+
+
+def initial_alpha(consts):
+    r"""The maximiser in closed form: a root of a quadratic.
+
+    Multiplying :math:`\partial_a \log C_a = 0` (see :func:`derivs`) by :math:`(1 + aK)^2`
+    gives :math:`A a^2 + B a + C_0 = 0` with :math:`A = K(\rho K/2 + c)`,
+    :math:`B = 2c + K^2/2 - K\varphi(\rho)`, :math:`C_0 = -\varphi(\rho)/2 - c`. The
+    polynomial is :math:`(1 + aK)^2` times the derivative, negative at 0 and positive at 1,
+    so exactly one root lies in :math:`(0, 1)`; both roots come from the cancellation-free
+    pair :math:`q/A`, :math:`C_0/q`. When :math:`\sigma_2 \ll \sigma_1` the two roots
+    nearly coincide and the formula loses digits, which the solver's Newton polish restores.
+    """
+    sc, c, _ = consts
+    rho, k, phr = sc.rho, sc.k, sc.phr
+    qa = k * (0.5 * rho * k + c)
+    qb = 2.0 * c + k * (0.5 * k - phr)
+    qc = -0.5 * phr - c
+    disc = jnp.maximum(qb * qb - 4.0 * qa * qc, 0.0)
+    q = -0.5 * (qb + jnp.where(qb < 0, -1.0, 1.0) * jnp.sqrt(disc))
+    r_small = qc / q  # the root q/A runs off to infinity as A -> 0
+    r_big = q / qa
+    return jnp.where((r_small >= 0) & (r_small <= 1), r_small, r_big)
 
 
 def derivs(consts, a):
     r"""First and second :math:`\alpha`-derivatives of :math:`\log C_\alpha`, hand-written.
 
-    :math:`\log C = -g/2 - c\,a(1-a)/(1 + aK)` with :math:`c = \Delta^2/(2\sigma_1^2)`,
-    :math:`K = \sigma_2^2/\sigma_1^2 - 1`; rational in :math:`a` (no transcendental per
-    Newton step): :math:`T' = c(1 - 2a - a^2K)/(1+aK)^2`, :math:`T'' = -2c(1+K)/(1+aK)^3`.
+    :math:`\log C = -g/2 - c\,a(1-a)/D` with :math:`c = \Delta^2/(2\sigma_1^2)`,
+    :math:`D = 1 + aK = (1 - a) + a r^2`, :math:`r = \sigma_2/\sigma_1`; rational in
+    :math:`a` (no transcendental per Newton step): :math:`T' = c(1 - a - ar)(1 - a + ar)/D^2`,
+    :math:`T'' = -2cr^2/D^3`. Every factor is a sum of same-sign terms or a product of such.
     """
-    rho, k, phr, c = consts
-    den = 1.0 + a * k
-    inv = 1.0 / den
-    g1 = sp.mixture_gap_da(a, rho, k, phr)
-    g2 = -jnp.square(k * inv)
-    t1 = c * (1.0 - 2.0 * a - a * a * k) * inv * inv
-    t2 = -2.0 * c * (1.0 + k) * inv * inv * inv
+    sc, c, r = consts
+    w = sc.w
+    inv = 1.0 / ((1.0 - a) + a * w)
+    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, w)
+    g2 = -jnp.square(sc.k * inv)
+    t1 = c * sp.quadratic_factor(a, r) * inv * inv
+    t2 = -2.0 * c * w * inv * inv * inv
     return -0.5 * g1 - t1, -0.5 * g2 - t2
+
+
+def value_derivs(consts, a):
+    """``log C_a`` and its first two derivatives in ``a`` from the same constants."""
+    sc, c, _ = consts
+    d1, d2 = derivs(consts, a)
+    value = -0.5 * sp.mixture_gap_pre(a, sc) - c * a * (1.0 - a) / ((1.0 - a) + a * sc.w)
+    return value, d1, d2

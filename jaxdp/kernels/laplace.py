@@ -25,10 +25,13 @@ import math
 
 import jax.numpy as jnp
 
+from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
 
 #: Both distributions have full support, so the Chernoff optimum is interior.
 SAME_SUPPORT = True
+#: :func:`value_derivs` also returns the third derivative (the solver takes Halley steps).
+THIRD_DERIVATIVE = True
 
 
 def log_bc(P, Q, a):
@@ -48,7 +51,7 @@ def log_bc(P, Q, a):
     omp = sp.one_minus_psi(d)
     # a in [0, 1]: x >= 0, both terms non-negative.
     xp = jnp.maximum(x, 0.0)
-    shift_pos = -sp.log1pmx(xp) + jnp.log1p(xp * omp / (1.0 + xp * p))
+    shift_pos = -sp.log1pmx(xp) + fm.log1p(xp * omp / (1.0 + xp * p))
     # a > 1 (Rényi orders above 1): x < 0 and |x| psi(d) < 1/2 where the integral converges.
     xn = jnp.minimum(x, 0.0)
     xpn = jnp.maximum(xn * p, -0.5)
@@ -111,42 +114,71 @@ def tv(P, Q):
 
 
 def _psi_family(d):
-    r""":math:`\psi(d)`, :math:`1-\psi(d)`, :math:`\omega(d) = (\psi - e^{-d})/d` and
-    :math:`\omega'(d)`, from one exponential (series below ``d = 1``)."""
+    r""":math:`\psi(d)`, :math:`1-\psi(d)`, :math:`\omega(d) = (\psi - e^{-d})/d`,
+    :math:`\omega'(d) = (e^{-d} - 2\omega)/d` and :math:`\omega'' = -(e^{-d} + 3\omega')/d`
+    (:math:`\psi' = -\omega`), from one exponential; series below ``d = 1``, where the
+    closed forms cancel, and :math:`\psi = 1 - (1 - \psi)` there."""
     small = d < 1.0
-    ds = jnp.where(small, d, 0.0)
-    # the four series share one Horner pass over stacked coefficients
-    coeffs = jnp.asarray(_SERIES, dtype=ds.dtype).reshape((4, _N) + (1,) * ds.ndim)
-    acc = coeffs[:, -1]
-    for i in range(_N - 2, -1, -1):
-        acc = acc * (-ds) + coeffs[:, i]
-    psi_s, omp_s, om_s, omd_s = acc[0], ds * acc[1], acc[2], -acc[3]
+    ds = -jnp.where(small, d, 0.0)
+    omp_s = -ds * sp.horner(_OMP_C, ds)
     dl = jnp.where(small, 1.0, d)
     e = jnp.exp(-dl)
-    psi_l = -jnp.expm1(-dl) / dl
-    omp_l = (dl - 1.0 + e) / dl
-    om_l = (psi_l - e) / dl
-    omd_l = (e - 2.0 * om_l) / dl
+    inv = 1.0 / dl
+    omp_l = (dl - 1.0 + e) * inv
+    psi_l = 1.0 - omp_l
+    om_l = (psi_l - e) * inv
+    omd_l = (e - 2.0 * om_l) * inv
+    omdd_l = -(e + 3.0 * omd_l) * inv
     pick = lambda s, l: jnp.where(small, s, l)  # noqa: E731
-    return pick(psi_s, psi_l), pick(omp_s, omp_l), pick(om_s, om_l), pick(omd_s, omd_l)
+    return (
+        pick(1.0 - omp_s, psi_l),
+        pick(omp_s, omp_l),
+        pick(sp.horner(_OM_C, ds), om_l),
+        pick(-sp.horner(_OMD_C, ds), omd_l),
+        pick(sp.horner(_OMDD_C, ds), omdd_l),
+    )
 
 
-# Series in (-d): psi = sum d^n (-1)^n/(n+1)!, 1 - psi = d sum (-d)^n/(n+2)!,
-# omega = sum (-d)^n (n+1)/(n+2)!, omega' = -sum (-d)^n (n+1)(n+2)/(n+3)!.
+# Series in (-d): 1 - psi = d sum (-d)^n/(n+2)!, omega = sum (-d)^n (n+1)/(n+2)!,
+# omega' = -sum (-d)^n (n+1)(n+2)/(n+3)!, omega'' = sum (-d)^n (n+1)(n+2)(n+3)/(n+4)!
+# (19 terms: truncation below 1e-16 relative for d < 1).
 _N = 19
-_PSI_C = tuple(1.0 / math.factorial(n + 1) for n in range(_N))
 _OMP_C = tuple(1.0 / math.factorial(n + 2) for n in range(_N))
 _OM_C = tuple((n + 1) / math.factorial(n + 2) for n in range(_N))
 _OMD_C = tuple((n + 1) * (n + 2) / math.factorial(n + 3) for n in range(_N))
-_SERIES = (_PSI_C, _OMP_C, _OM_C, _OMD_C)
+_OMDD_C = tuple((n + 1) * (n + 2) * (n + 3) / math.factorial(n + 4) for n in range(_N))
 
 
 def derivs_setup(P, Q):
-    """Per-pair constants for :func:`derivs` (hoisted out of the Newton loop)."""
-    b1, b2 = P.scale, Q.scale
+    r"""Per-pair constants for :func:`derivs` (hoisted out of the Newton loop): the scale
+    constants of :math:`\rho = \log(b_2/b_1)` (:class:`~jaxdp._special.ScaleConsts`),
+    :math:`\Delta/b_1` and :math:`\Delta/b_2`."""
     delta = jnp.abs(Q.loc - P.loc)
-    rho = sp.log_ratio(b2, b1)
-    return rho, jnp.expm1(rho), sp.phi(rho), delta / b1, delta / b2
+    return sp.scale_consts(Q.scale, P.scale), delta / P.scale, delta / Q.scale
+
+
+def initial_alpha(consts):
+    r"""The maximiser at :math:`\Delta = 0`, :math:`1/\rho - 1/K` (series near
+    :math:`\rho = 0`), as the solver's starting point; the shift pulls the optimum towards
+    1/2, which Newton's method then follows (at most four steps on the benchmark's pairs)."""
+    sc = consts[0]
+    small = jnp.abs(sc.rho) < 1e-3
+    rs = jnp.where(small, 1.0, sc.rho)
+    ks = jnp.where(small, 1.0, sc.k)
+    return jnp.where(small, 0.5 - sc.rho / 12.0, 1.0 / rs - 1.0 / ks)
+
+
+def _shift_terms(consts, a):
+    r"""``x``, ``dx/da``, ``dd/da`` and the :math:`\psi` family at ``d`` (module docstring)."""
+    _, p, q = consts
+    u = a * p
+    v = (1.0 - a) * q
+    left = u <= v
+    x = jnp.where(left, u, v)  # min/abs with a consistent branch (see log_bc)
+    d = jnp.where(left, v - u, u - v)
+    xp = jnp.where(left, p, -q)
+    dp = jnp.where(left, -(p + q), p + q)
+    return (x, xp, dp) + _psi_family(d)
 
 
 def derivs(consts, a):
@@ -161,18 +193,14 @@ def derivs(consts, a):
     derivatives keep relative accuracy for near-identical pairs; one ``exp`` per call.
     Tested equal to autodiff of :func:`log_bc`.
     """
-    rho, k, phr, p, q = consts
-    den = 1.0 + a * k
-    g1 = sp.mixture_gap_da(a, rho, k, phr)
-    g2 = -jnp.square(k / den)
-    u = a * p
-    v = (1.0 - a) * q
-    left = u <= v
-    x = jnp.where(left, u, v)  # min/abs with a consistent branch (see log_bc)
-    d = jnp.where(left, v - u, u - v)
-    xp = jnp.where(left, p, -q)
-    dp = jnp.where(left, -(p + q), p + q)
-    psi, omp, om, omd = _psi_family(d)
+    return _derivs(consts, a, _shift_terms(consts, a))
+
+
+def _derivs(consts, a, terms):
+    sc = consts[0]
+    x, xp, dp, psi, omp, om, omd = terms[:7]
+    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, sc.w)
+    g2 = -jnp.square(sc.k / ((1.0 - a) + a * sc.w))
     big_d = 1.0 + x * psi
     inv = 1.0 / big_d
     s_x = (omp + x * psi) * inv
@@ -183,3 +211,24 @@ def derivs(consts, a):
     s1 = s_x * xp + s_d * dp
     s2 = s_xx * xp * xp + 2.0 * s_xd * xp * dp + s_dd * dp * dp
     return -g1 - s1, -g2 - s2
+
+
+def value_derivs(consts, a):
+    r"""``log C_a`` (for ``a`` in [0, 1]) and its first three derivatives from the same
+    transcendentals: :math:`S = x(1 - \psi(d)) - [\log(1 + x\psi) - x\psi]`, two
+    non-negative terms; the third derivative (for the solver's Halley steps) is
+    :math:`-g^{(3)} + D^{(3)}/D - 3D''D'/D^2 + 2D'^3/D^3` along the line :math:`(x(a), d(a))`,
+    with :math:`D = 1 + x\psi`, :math:`g^{(3)} = 2K^3/(1 + aK)^3`."""
+    terms = _shift_terms(consts, a)
+    d1, d2 = _derivs(consts, a, terms)
+    x, xp, dp, psi, omp, om, omd, omdd = terms
+    sc = consts[0]
+    shift = x * omp - sp.log1pmx(x * psi)
+    value = -sp.mixture_gap_pre(a, sc) - shift
+    inv = 1.0 / (1.0 + x * psi)
+    e1 = (psi * xp - x * om * dp) * inv  # D'/D
+    e2 = -(2.0 * om * xp + x * omd * dp) * dp * inv  # D''/D
+    e3 = -(3.0 * omd * xp + x * omdd * dp) * dp * dp * inv  # D^(3)/D
+    kd = sc.k / ((1.0 - a) + a * sc.w)
+    d3 = -2.0 * kd * kd * kd + e3 - 3.0 * e2 * e1 + 2.0 * e1 * e1 * e1
+    return value, d1, d2, d3

@@ -23,6 +23,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.scipy.special import logsumexp
 
+from jaxdp import _fastmath as fm
 from jaxdp.distributions import Density
 from jaxdp.kernels import categorical as cat
 
@@ -64,7 +65,7 @@ def _nodes(P, Q, level):
     xs = [x.reshape(x.shape[:-2] + (-1,))]
     lws = [lw.reshape(lw.shape[:-2] + (-1,))]
     ex = jnp.exp(jnp.asarray(es_logx, dtype))
-    elw = jnp.asarray(es_lw, dtype) + jnp.log(scale)
+    elw = jnp.asarray(es_lw, dtype) + fm.log(scale)
     first, last = pts[..., :1], pts[..., -1:]
     if math.isinf(upper):
         xs.append(last + scale * ex)
@@ -89,7 +90,7 @@ def _nodes(P, Q, level):
 def _finite(left, right, ts_x, gap, ts_lw, dtype):
     half = 0.5 * (right - left)
     x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
-    lw = jnp.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
+    lw = fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
     lw = jnp.where(half > 0, lw, -jnp.inf)
     return x, lw
 
