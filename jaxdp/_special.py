@@ -263,7 +263,8 @@ def phi_pair(x):
     r""":math:`(\varphi(x), \varphi(-x))` with one exponential and one Horner pass.
 
     The series :math:`\varphi(\pm x)/x^2 = E(x^2) \pm x\,O(x^2)` share their even and odd
-    parts; for :math:`|x| > 1`, :math:`e^{-x} - 1 = -K/(1 + K)` with :math:`K = e^x - 1`.
+    parts; for :math:`|x| > 1` both come from :math:`e = e^{-|x|}`:
+    :math:`\varphi(|x|) = 1/e - 1 - |x|`, :math:`\varphi(-|x|) = e - 1 + |x|`.
     """
     x = jnp.asarray(x)
     small = jnp.abs(x) <= 1.0
@@ -271,11 +272,15 @@ def phi_pair(x):
     x2 = xs * xs
     even = x2 * horner(_PHI_COEFFS[0::2], x2)
     odd = x2 * xs * horner(_PHI_COEFFS[1::2], x2)
-    xl = jnp.where(small, 1.0, x)
-    k = jnp.expm1(xl)
-    large_pos = k - xl
-    large_neg = xl - k / (1.0 + k)
-    return jnp.where(small, even + odd, large_pos), jnp.where(small, even - odd, large_neg)
+    ax = jnp.where(small, 1.0, jnp.abs(x))
+    e = jnp.exp(-ax)
+    up = 1.0 / e - 1.0 - ax  # phi(|x|)
+    down = e - 1.0 + ax  # phi(-|x|)
+    pos = x > 0
+    return (
+        jnp.where(small, even + odd, jnp.where(pos, up, down)),
+        jnp.where(small, even - odd, jnp.where(pos, down, up)),
+    )
 
 
 class ScaleConsts(NamedTuple):
