@@ -89,6 +89,10 @@ def compile_jit(fn, *args, **jit_kwargs):
     """
     import jax
 
+    import jaxdp
+
+    if jax.default_backend() == "cpu":  # what jaxdp's own entry points compile with
+        jit_kwargs.setdefault("compiler_options", jaxdp.CPU_COMPILER_OPTIONS)
     jitted = jax.jit(fn, **jit_kwargs)
     t0 = time.perf_counter()
     lowered = jitted.lower(*args)

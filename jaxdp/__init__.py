@@ -6,6 +6,7 @@ paper's closed forms, by equation number) are part of the public API too.
 """
 
 from jaxdp import mechanisms, paper
+from jaxdp._jit import CPU_COMPILER_OPTIONS
 from jaxdp.allocation import AllocationResult, allocate_budget
 from jaxdp.calibrate import CalibrationResult, calibrate
 from jaxdp.chernoff import ChernoffResult, chernoff
@@ -43,6 +44,7 @@ from jaxdp.sweep import SweepResult, SweepRun, load_sweep, sweep
 __version__ = "0.1.0"
 
 __all__ = [
+    "CPU_COMPILER_OPTIONS",
     "AllocationResult",
     "CalibrationResult",
     "Categorical",

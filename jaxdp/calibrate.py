@@ -91,7 +91,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
-from jaxdp import _checks
+from jaxdp import _checks, _jit
 from jaxdp import _special as sp
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
@@ -451,7 +451,7 @@ def _implicit_jvp(spec, metric, n, primals, tangents):
 _implicit.defjvp(_implicit_jvp, symbolic_zeros=True)
 
 
-@functools.partial(jax.jit, static_argnums=(0, 1, 2, 3))
+@_jit.jit(static_argnums=(0, 1, 2, 3))
 def _calibrate_jit(spec, metric, n, max_steps, budget, s):
     shape = jnp.broadcast_shapes(budget.shape, s.shape)
     budget = jnp.broadcast_to(budget, shape)

@@ -26,7 +26,6 @@ function theorem on :math:`f'(\alpha^*) = 0`,
 
 from __future__ import annotations
 
-import functools
 import math
 from typing import NamedTuple
 
@@ -35,6 +34,7 @@ import jax.numpy as jnp
 import optax
 from jax import lax
 
+from jaxdp import _jit
 from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
 from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
@@ -155,6 +155,7 @@ def _newton(P, Q, shape, dtype, max_steps):
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
     halley = _has_third(P, Q)
+    one_pass = _one_pass(P, Q)
     tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
     d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
@@ -177,14 +178,17 @@ def _newton(P, Q, shape, dtype, max_steps):
         return (trip == 0) | (jnp.any(~state[7]) & (trip <= max_steps))
 
     def body(state):
-        a, v, g, h, t, lo, hi, done, it, trip = state
+        a, v, g, h, t, lo, hi, done, pending, it, trip = state
         first = trip == 0
         cand = a + next_step(g, h, t)
         ok = (h < 0) & jnp.isfinite(cand) & (cand >= lo) & (cand <= hi)
         new = jnp.where(ok, cand, 0.5 * (lo + hi))
         # the first trip evaluates at the start (the end points only then)
         new = jnp.where(first | done, a, new)
-        nv, n1, n2, n3 = _value_derivs(P, Q, consts, new)
+        if one_pass:
+            nv, n1, n2, n3 = _value_derivs(P, Q, consts, new)
+        else:  # the value only once, at the end (it costs as much as the derivatives)
+            (n1, n2), nv, n3 = _grad2(P, Q, consts, new), v, None
         fresh = first | ~done
         ng, nh = -n1, -n2
         # f is concave: the optimum lies right of a where f'(a) > 0, left where f'(a) < 0.
@@ -200,21 +204,29 @@ def _newton(P, Q, shape, dtype, max_steps):
         step = next_step(g, h, t)
         small = (h < 0) & (jnp.abs(step) <= tol * jnp.minimum(a, 1 - a))
         small = small & (a + step >= lo) & (a + step <= hi)
-        finished = small | (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
-        return a, v, g, h, t, lo, hi, done | finished, it, trip + 1
+        stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
+        if one_pass:  # the small step is taken after the loop, by Taylor
+            return a, v, g, h, t, lo, hi, done | small | stop, pending, it, trip + 1
+        # otherwise one more trip evaluates at the small step (alpha is then evaluated)
+        done = done | stop | (pending & fresh)
+        return a, v, g, h, t, lo, hi, done, small & ~done, it, trip + 1
 
-    state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, jnp.zeros(shape, jnp.int32), 0)
-    a, v, g, h, t, lo, hi, done, it, _ = lax.while_loop(cond, body, state)
-    step = next_step(g, h, t)
-    polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
-    alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
-    step = alpha - a
-    # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
-    taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
-    value = jnp.where(step == 0, v, v - step * taylor)
-    # the certificate is measured at alpha itself (first derivative only: the rest of the
-    # kernel's work is dead code there and XLA drops it)
-    g = jnp.where(step == 0, g, -_grad2(P, Q, consts, alpha)[0])
+    false = jnp.zeros(shape, bool)
+    state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, false, zeros.astype(jnp.int32), 0)
+    a, v, g, h, t, lo, hi, done, _, it, _ = lax.while_loop(cond, body, state)
+    if one_pass:
+        step = next_step(g, h, t)
+        polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
+        alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
+        step = alpha - a
+        # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
+        taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
+        value = jnp.where(step == 0, v, v - step * taylor)
+        # the certificate is measured at alpha itself (first derivative only: the rest of
+        # the kernel's work is dead code there and XLA drops it)
+        g = jnp.where(step == 0, g, -_grad2(P, Q, consts, alpha)[0])
+    else:
+        alpha, value = a, raw_log_bc(P, Q, a)
     certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
     at_end = at0 | at1 | jnp.isnan(g)
     return _Solve(alpha, value, g, certified, done, at_end, it)
@@ -275,6 +287,13 @@ def _value_derivs(P, Q, consts, a):
         return out if len(out) == 4 else (*out, None)
     d1, d2 = _grad2(P, Q, consts, a)
     return raw_log_bc(P, Q, a), d1, d2, None
+
+
+def _one_pass(P, Q) -> bool:
+    """Whether the kernel(s) compute the value with the derivatives at no extra cost."""
+    if isinstance(P, Product):
+        return all(_one_pass(p, q) for p, q in zip(P.components, Q.components, strict=True))
+    return hasattr(kernel_for(P, Q), "value_derivs")
 
 
 def _has_third(P, Q) -> bool:
@@ -358,7 +377,7 @@ def _scalar_leaves(d) -> bool:
     return isinstance(d, Laplace | Gaussian | DiscreteLaplace)
 
 
-@functools.partial(jax.jit, static_argnums=(2, 3))
+@_jit.jit(static_argnums=(2, 3))
 def _chernoff_dispatch(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     size = math.prod(shape)

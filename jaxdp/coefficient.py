@@ -8,10 +8,9 @@ are used: :math:`C_0 = Q(\mathrm{supp}\,P)`, :math:`C_1 = P(\mathrm{supp}\,Q)`.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
-from jaxdp import _checks
+from jaxdp import _checks, _jit
 from jaxdp.distributions import (
     Categorical,
     DiscreteLaplace,
@@ -107,7 +106,7 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
     return _log_bc(P, Q, alpha)
 
 
-@jax.jit
+@_jit.jit
 def _log_bc(P, Q, alpha):
     # One compiled kernel per pair structure and shape, also when called eagerly.
     inside = (alpha >= 0) & (alpha <= 1)

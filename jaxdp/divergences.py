@@ -6,11 +6,10 @@ unitless), with ``+inf`` where the math says so (e.g. KL when :math:`P \not\ll Q
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import _checks
+from jaxdp import _checks, _jit
 from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
 from jaxdp.distributions import Categorical, Distribution, Product
 
@@ -28,7 +27,7 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
     return _kl(P, Q)
 
 
-@jax.jit
+@_jit.jit
 def _kl(P, Q):
     if isinstance(P, Product):
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
@@ -49,7 +48,7 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     return _renyi(P, Q, order)
 
 
-@jax.jit
+@_jit.jit
 def _renyi(P, Q, order):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
@@ -63,7 +62,7 @@ def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
     return -_half(P, Q)
 
 
-@jax.jit
+@_jit.jit
 def _half(P, Q):
     return raw_log_bc(P, Q, jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype)))
 
@@ -105,7 +104,7 @@ def _joint_categorical(P: Product) -> Categorical:
     return obj
 
 
-@jax.jit
+@_jit.jit
 def _tv_jit(P, Q):
     return _tv(P, Q)
 
