@@ -222,9 +222,15 @@ def _newton(P, Q, shape, dtype, max_steps):
         # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
         taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
         value = jnp.where(step == 0, v, v - step * taylor)
-        # the certificate is measured at alpha itself (first derivative only: the rest of
-        # the kernel's work is dead code there and XLA drops it)
-        g = jnp.where(step == 0, g, -_grad2(P, Q, consts, alpha)[0])
+        # The certificate is measured at alpha itself (first derivative only: the rest of
+        # the kernel's work is dead code there and XLA drops it), unless no element moved
+        # by more than rounding (closed-form starts), where it is the one just evaluated.
+        moved = jnp.abs(step) > 4 * eps * jnp.abs(a)
+        g = lax.cond(
+            jnp.any(moved),
+            lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g),
+            lambda: g,
+        )
     else:
         alpha, value = a, raw_log_bc(P, Q, a)
     certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
