@@ -192,9 +192,14 @@ def test_eager_jit_vmap_agree():
     eager = jd.chernoff(P, Q)
     jitted = chernoff_jit()(P, Q)
     vmapped = jax.vmap(jd.chernoff)(P, Q)
-    for x, y, z in zip(eager, jitted, vmapped, strict=True):
+    for name, x, y, z in zip(eager._fields, eager, jitted, vmapped, strict=True):
         np.testing.assert_array_equal(x, y)
-        np.testing.assert_allclose(np.asarray(z, np.float64), np.asarray(x, np.float64), rtol=1e-14)
+        # the certificate f'(a*) is rounding noise (~1e-16) whose digits depend on the
+        # compiled code (vmap compiles without jaxdp's CPU options): compare it absolutely
+        atol = 1e-14 if name == "derivative" else 0.0
+        np.testing.assert_allclose(
+            np.asarray(z, np.float64), np.asarray(x, np.float64), rtol=1e-14, atol=atol
+        )
 
 
 def test_float32_runs_and_accuracy():
