@@ -161,3 +161,19 @@ def test_phi_pair_and_mixture_gap_pre_vs_mpmath():
                 want = mp.log(1 - am + am * mp.exp(r)) - am * r
                 tol = 1e-15 if want > 1e-300 else 0
                 assert abs(got[i] - float(want)) <= 4e-15 * float(want) + tol, (a, x, got[i])
+
+
+def test_float32_quadrature_converges():
+    # far quadrature nodes carry |log p/q| ~ 1e24, whose square overflows float32: the
+    # second derivative must not become nan (it did: every float32 mixed pair bisected to
+    # the iteration cap and reported converged=False)
+    rng = np.random.default_rng(5)
+    locs = rng.normal(size=(2, 6))
+    scales = np.exp(rng.uniform(-1, 1, (2, 6)))
+    r64 = jd.chernoff(jd.Laplace(locs[0], scales[0]), jd.Gaussian(locs[1], scales[1]))
+    f32 = lambda x: jnp.asarray(x, jnp.float32)  # noqa: E731
+    r32 = jd.chernoff(
+        jd.Laplace(f32(locs[0]), f32(scales[0])), jd.Gaussian(f32(locs[1]), f32(scales[1]))
+    )
+    assert bool(jnp.all(r32.converged)) and int(jnp.max(r32.iterations)) <= 8
+    np.testing.assert_allclose(r32.information, r64.information, rtol=2e-5)

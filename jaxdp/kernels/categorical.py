@@ -146,7 +146,9 @@ def moment_derivs(a, lp, lq, lw=None, *, normalized=True):
     d1 = jnp.sum(term, axis=-1) / jnp.exp(log_c[..., 0])
     if not normalized:
         d1 = jnp.sum(jnp.where(both, pi * l, 0.0), axis=-1)
-    d2 = jnp.sum(pi * jnp.square(l - d1[..., None]) * both, axis=-1)
+    # (sqrt(pi) |l - d1|)^2: far quadrature nodes carry pi = 0 and |l| ~ 1e24, whose
+    # square overflows float32 (0 * inf would poison the sum)
+    d2 = jnp.sum(jnp.square(jnp.sqrt(pi) * (l - d1[..., None])) * both, axis=-1)
     return d1, d2
 
 
