@@ -211,31 +211,44 @@ def _newton(P, Q, shape, dtype, max_steps):
         done = done | stop | (pending & fresh)
         return a, v, g, h, t, lo, hi, done, small & ~done, it, trip + 1
 
+    def finish(a, v, g, h, t, lo, hi, done, it):
+        if one_pass:
+            step = next_step(g, h, t)
+            polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
+            alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
+            step = alpha - a
+            # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
+            taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
+            value = jnp.where(step == 0, v, v - step * taylor)
+            # The certificate is measured at alpha itself (first derivative only: the rest
+            # of the kernel's work is dead code there and XLA drops it), unless no element
+            # moved by more than rounding (closed-form starts): then it is the one at hand.
+            moved = jnp.abs(step) > 4 * eps * jnp.abs(a)
+            g = lax.cond(
+                jnp.any(moved),
+                lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g),
+                lambda: g,
+            )
+        else:
+            alpha, value = a, raw_log_bc(P, Q, a)
+        certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
+        at_end = at0 | at1 | jnp.isnan(g)
+        return _Solve(alpha, value, g, certified, done, at_end, it)
+
     false = jnp.zeros(shape, bool)
     state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, false, zeros.astype(jnp.int32), 0)
-    a, v, g, h, t, lo, hi, done, _, it, _ = lax.while_loop(cond, body, state)
-    if one_pass:
-        step = next_step(g, h, t)
-        polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
-        alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
-        step = alpha - a
-        # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
-        taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
-        value = jnp.where(step == 0, v, v - step * taylor)
-        # The certificate is measured at alpha itself (first derivative only: the rest of
-        # the kernel's work is dead code there and XLA drops it), unless no element moved
-        # by more than rounding (closed-form starts), where it is the one just evaluated.
-        moved = jnp.abs(step) > 4 * eps * jnp.abs(a)
-        g = lax.cond(
-            jnp.any(moved),
-            lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g),
-            lambda: g,
-        )
-    else:
-        alpha, value = a, raw_log_bc(P, Q, a)
-    certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
-    at_end = at0 | at1 | jnp.isnan(g)
-    return _Solve(alpha, value, g, certified, done, at_end, it)
+
+    def solve():
+        a, v, g, h, t, lo, hi, done, _, it, _ = lax.while_loop(cond, body, state)
+        return finish(a, v, g, h, t, lo, hi, done, it)
+
+    if not (one_pass and _exact_start(P, Q)):
+        return solve()
+    # Closed-form start (e.g. Gaussian pairs): one evaluation there, and the loop only when
+    # some element's next step is not already negligible.
+    a, v, g, h, t, lo, hi, done, _, it, _ = body(state)
+    fine = done | (jnp.abs(next_step(g, h, t)) <= tol * jnp.minimum(a, 1 - a))
+    return lax.cond(jnp.all(fine), lambda: finish(a, v, g, h, t, lo, hi, done | fine, it), solve)
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):
@@ -300,6 +313,13 @@ def _one_pass(P, Q) -> bool:
     if isinstance(P, Product):
         return all(_one_pass(p, q) for p, q in zip(P.components, Q.components, strict=True))
     return hasattr(kernel_for(P, Q), "value_derivs")
+
+
+def _exact_start(P, Q) -> bool:
+    """Whether the kernel's initial guess is the maximiser up to rounding (closed form)."""
+    if isinstance(P, Product):
+        return False
+    return getattr(kernel_for(P, Q), "EXACT_START", False)
 
 
 def _has_third(P, Q) -> bool:
