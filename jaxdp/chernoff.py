@@ -156,6 +156,7 @@ def _newton(P, Q, shape, dtype, max_steps):
     consts = _setup(P, Q)
     halley = _has_third(P, Q)
     one_pass = _one_pass(P, Q)
+    exact_start = one_pass and _exact_start(P, Q)
     tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
     d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
@@ -224,11 +225,8 @@ def _newton(P, Q, shape, dtype, max_steps):
             # of the kernel's work is dead code there and XLA drops it), unless no element
             # moved by more than rounding (closed-form starts): then it is the one at hand.
             moved = jnp.abs(step) > 4 * eps * jnp.abs(a)
-            g = lax.cond(
-                jnp.any(moved),
-                lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g),
-                lambda: g,
-            )
+            g_alpha = lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g)  # noqa: E731
+            g = lax.cond(jnp.any(moved), g_alpha, lambda: g) if exact_start else g_alpha()
         else:
             alpha, value = a, raw_log_bc(P, Q, a)
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
@@ -242,7 +240,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         a, v, g, h, t, lo, hi, done, _, it, _ = lax.while_loop(cond, body, state)
         return finish(a, v, g, h, t, lo, hi, done, it)
 
-    if not (one_pass and _exact_start(P, Q)):
+    if not exact_start:
         return solve()
     # Closed-form start (e.g. Gaussian pairs): one evaluation there, and the loop only when
     # some element's next step is not already negligible.
