@@ -10,12 +10,20 @@ maximiser is unique (or a flat set when :math:`P = Q`). :math:`f'(0^+) = D(Q\|P)
 :math:`f'(1^-) = -D(P\|Q)` when the supports agree (eqs. (16)-(17) state these for
 :math:`f`), so the optimum is interior unless the supports differ.
 
-Solver (default ``method="newton"``): endpoint test on the sign of :math:`f'` at 0 and 1, then
-Newton's method on :math:`f'` inside a bracket that shrinks on every evaluation, with a
-bisection fallback whenever a step leaves the bracket, all in one ``lax.while_loop`` over
-the batch with per-element convergence masks. Derivatives in :math:`\alpha` come from
-forward-mode autodiff of the stable closed forms. ``method="optax"`` runs ``optax.lbfgs``
-on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for comparison.
+Solver (default ``method="newton"``): endpoint test on the sign of :math:`f'` at 0 and 1
+(only for pairs whose supports may differ), then one ``lax.while_loop`` over the batch with
+per-element convergence masks: safeguarded Newton steps on :math:`f'` (Halley steps where
+the kernel supplies :math:`f^{(3)}`) inside a bracket that shrinks on every evaluation, with
+a bisection fallback whenever a step leaves the bracket. It starts from the kernel's
+closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic; the loop
+then runs only if some pair needs polishing), the pure-scale optimum
+:math:`1/\rho - 1/(e^\rho - 1)` for Laplace pairs (at most two Halley steps on random
+pairs), 1/2 otherwise. Each evaluation computes the value and the derivatives together
+(hand-written where autodiff would be slow or cancel); the last small step is taken without
+another evaluation, the value following by Taylor's formula, and the certificate
+:math:`f'` is measured at the returned :math:`\alpha`. ``method="optax"`` runs
+``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
+comparison.
 
 Gradients never differentiate the iterations: the information uses the envelope theorem,
 :math:`dC/d\theta = \partial f/\partial\theta\,(\alpha^*)`, and :math:`\alpha^*` the implicit
@@ -52,7 +60,9 @@ class ChernoffResult(NamedTuple):
         :math:`\\alpha^* = 0` it is :math:`\\le 0`, at :math:`\\alpha^* = 1` it is :math:`\\ge 0`.
       converged: whether the solver met its tolerance (``False`` with ``nan`` values for
         invalid parameters under ``jit``).
-      iterations: Newton/bisection (or L-BFGS) iterations used.
+      iterations: solver steps (Newton, Halley or bisection; L-BFGS iterations for
+        ``method="optax"``) after the evaluation at the start; 0 when the closed-form start
+        needed none.
     """
 
     information: jax.Array
@@ -391,7 +401,9 @@ def chernoff(
 
 
 #: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
-#: (``lax.map``): the solver state then stays in cache, about twice as fast at 1e5 pairs.
+#: (``lax.map``): the solver's intermediates then stay in cache (one core, batch 1e5:
+#: Laplace 183 vs 258 ns/pair unchunked, Gaussian 71 vs 114; smaller or larger chunks are
+#: no faster, in float32 either).
 CPU_CHUNK = 4096
 
 
