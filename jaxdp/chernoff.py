@@ -246,17 +246,17 @@ def _newton(P, Q, shape, dtype, max_steps):
     false = jnp.zeros(shape, bool)
     state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, false, zeros.astype(jnp.int32), 0)
 
-    def solve():
-        a, v, g, h, t, lo, hi, done, _, it, _ = lax.while_loop(cond, body, state)
-        return finish(a, v, g, h, t, lo, hi, done, it)
-
-    if not exact_start:
-        return solve()
-    # Closed-form start (e.g. Gaussian pairs): one evaluation there, and the loop only when
-    # some element's next step is not already negligible.
-    a, v, g, h, t, lo, hi, done, _, it, _ = body(state)
-    fine = done | (jnp.abs(next_step(g, h, t)) <= tol * jnp.minimum(a, 1 - a))
-    return lax.cond(jnp.all(fine), lambda: finish(a, v, g, h, t, lo, hi, done | fine, it), solve)
+    if exact_start:
+        # Closed-form start (e.g. Gaussian pairs): one evaluation there, and the loop only
+        # when some element's next step is not already negligible.
+        state = body(state)
+        state = lax.cond(
+            jnp.all(state[7]), lambda s: s, lambda s: lax.while_loop(cond, body, s), state
+        )
+    else:
+        state = lax.while_loop(cond, body, state)
+    a, v, g, h, t, lo, hi, done, _, it, _ = state
+    return finish(a, v, g, h, t, lo, hi, done, it)
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):

@@ -299,3 +299,18 @@ def test_large_cpu_batches_are_chunked_without_changing_results():
     small = jd.chernoff(jd.Laplace(0.0, b[idx]), jd.Laplace(loc[idx], 1.3))
     np.testing.assert_allclose(big.information[idx], small.information, rtol=1e-14)
     np.testing.assert_allclose(big.alpha[idx], small.alpha, atol=1e-14)
+
+
+def test_nested_in_user_transformations():
+    # jaxdp's entry points carry CPU compiler options, which JAX refuses on a nested jit:
+    # inside a user's jit (traced arguments or closed-over constants), vmap and grad the
+    # plain jit is used, with the same numbers
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 2.0)
+    want = float(jd.chernoff(P, Q).information)
+    got = [
+        jax.jit(lambda m: jd.chernoff(jd.Laplace(m, 1.0), Q).information)(0.0),
+        jax.jit(lambda: jd.chernoff(P, Q).information)(),
+        jax.vmap(lambda m: jd.chernoff(jd.Laplace(m, 1.0), Q).information)(jnp.zeros(2))[1],
+    ]
+    np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-14)
+    assert isinstance(jd.CPU_COMPILER_OPTIONS, dict)
