@@ -143,12 +143,15 @@ def x_minus_tanh(x):
 def log_ratio(num, den):
     r"""Stable :math:`\log(\text{num}/\text{den})` for positive arguments.
 
-    Near 1 the ratio is formed as ``log1p((num - den)/den)`` (the difference is exact when the
-    two are close), which keeps relative accuracy of tiny log-ratios.
+    Computed as :math:`\pm\log(1 + |\text{num} - \text{den}|/\min(\text{num}, \text{den}))`:
+    one ``log1p`` of a non-negative argument, which is well conditioned everywhere, and the
+    difference is exact when the two are close, which keeps relative accuracy of tiny
+    log-ratios.
     """
-    diff = num - den
-    close = jnp.abs(diff) < 0.5 * den
-    return jnp.where(close, fm.log1p(diff / den), fm.log(num / den))
+    up = num >= den
+    x = jnp.where(up, num - den, den - num) / jnp.where(up, den, num)
+    y = fm.log1p(x)
+    return jnp.where(up, y, -y)
 
 
 def mixture_gap(a, rho):
@@ -271,8 +274,8 @@ def phi_pair(x):
     r""":math:`(\varphi(x), \varphi(-x))` with one exponential and one Horner pass.
 
     The series :math:`\varphi(\pm x)/x^2 = E(x^2) \pm x\,O(x^2)` share their even and odd
-    parts; for :math:`|x| > 1` both come from :math:`e = e^{-|x|}`:
-    :math:`\varphi(|x|) = 1/e - 1 - |x|`, :math:`\varphi(-|x|) = e - 1 + |x|`.
+    parts; for :math:`|x| > 1`
+    :math:`\varphi(\pm|x|) = e^{\pm|x|} - 1 \mp |x|` (no cancellation for :math:`|x| > 1`).
     """
     x = jnp.asarray(x)
     small = jnp.abs(x) <= 1.0
@@ -281,9 +284,8 @@ def phi_pair(x):
     even = x2 * horner(_PHI_COEFFS[0::2], x2)
     odd = x2 * xs * horner(_PHI_COEFFS[1::2], x2)
     ax = jnp.where(small, 1.0, jnp.abs(x))
-    e = jnp.exp(-ax)
-    up = 1.0 / e - 1.0 - ax  # phi(|x|)
-    down = e - 1.0 + ax  # phi(-|x|)
+    up = jnp.exp(ax) - 1.0 - ax  # phi(|x|)
+    down = jnp.exp(-ax) - 1.0 + ax  # phi(-|x|)
     pos = x > 0
     return (
         jnp.where(small, even + odd, jnp.where(pos, up, down)),
@@ -344,29 +346,29 @@ def mixture_gap_pre(a, sc):
 
 
 @jax.custom_jvp
-def mixture_gap_da(a, rho, k, phr, w):
+def mixture_gap_da(a, rho, k, phr, w, inv):
     r""":math:`\partial_a g(a, \rho) = (\varphi(\rho) - a\rho K)/(1 + aK)`, :math:`K = e^\rho - 1`.
 
-    ``k``, ``phr`` and ``w`` must be ``expm1(rho)``, ``phi(rho)`` and ``exp(rho)``
-    (precomputed by the caller, each to full relative accuracy). The denominator is formed
-    as :math:`(1 - a) + a e^\rho`, a sum of non-negative terms, which stays accurate when
+    ``k``, ``phr``, ``w`` and ``inv`` must be ``expm1(rho)``, ``phi(rho)``, ``exp(rho)`` and
+    ``1/((1 - a) + a exp(rho))`` (precomputed by the caller, each to full relative
+    accuracy; the callers share the reciprocal). The denominator is formed as
+    :math:`(1 - a) + a e^\rho`, a sum of non-negative terms, which stays accurate when
     :math:`e^\rho \ll 1` and :math:`a \to 1` (:math:`1 + aK` would cancel there).
     Its derivatives are supplied in the stable forms :math:`\partial_a = -K^2/(1+aK)^2` and
     :math:`\partial_\rho = K\,(1 - a - a e^{\rho/2})(1 - a + a e^{\rho/2})/(1+aK)^2`:
     autodiff of the expression above would cancel two :math:`O(\rho)` terms, losing
     relative accuracy of :math:`d\alpha^*/d\theta` for nearly equal scales.
     """
-    return (phr - a * rho * k) / ((1.0 - a) + a * w)
+    return (phr - a * rho * k) * inv
 
 
 @mixture_gap_da.defjvp
 def _mixture_gap_da_jvp(primals, tangents):
-    a, rho, k, phr, w = primals
-    ta, trho, _, _, _ = tangents  # k, phr, w are functions of rho: their tangents are implied
-    den = (1.0 - a) + a * w
-    value = (phr - a * rho * k) / den
-    d_a = -jnp.square(k / den)
-    d_rho = k * quadratic_factor(a, jnp.sqrt(w)) / jnp.square(den)
+    a, rho, k, phr, w, inv = primals
+    ta, trho = tangents[:2]  # k, phr, w, inv are functions of a, rho: their tangents implied
+    value = (phr - a * rho * k) * inv
+    d_a = -jnp.square(k * inv)
+    d_rho = k * quadratic_factor(a, jnp.sqrt(w)) * jnp.square(inv)
     return value, d_a * ta + d_rho * trho
 
 

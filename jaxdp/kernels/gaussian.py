@@ -141,19 +141,22 @@ def derivs(consts, a):
     :math:`a` (no transcendental per Newton step): :math:`T' = c(1 - a - ar)(1 - a + ar)/D^2`,
     :math:`T'' = -2cr^2/D^3`. Every factor is a sum of same-sign terms or a product of such.
     """
+    return _derivs(consts, a, 1.0 / ((1.0 - a) + a * consts[0].w))
+
+
+def _derivs(consts, a, inv):
     sc, c, r = consts
-    w = sc.w
-    inv = 1.0 / ((1.0 - a) + a * w)
-    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, w)
+    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, sc.w, inv)
     g2 = -jnp.square(sc.k * inv)
     t1 = c * sp.quadratic_factor(a, r) * inv * inv
-    t2 = -2.0 * c * w * inv * inv * inv
+    t2 = -2.0 * c * sc.w * inv * inv * inv
     return -0.5 * g1 - t1, -0.5 * g2 - t2
 
 
 def value_derivs(consts, a):
     """``log C_a`` and its first two derivatives in ``a`` from the same constants."""
     sc, c, _ = consts
-    d1, d2 = derivs(consts, a)
-    value = -0.5 * sp.mixture_gap_pre(a, sc) - c * a * (1.0 - a) / ((1.0 - a) + a * sc.w)
+    inv = 1.0 / ((1.0 - a) + a * sc.w)
+    d1, d2 = _derivs(consts, a, inv)
+    value = -0.5 * sp.mixture_gap_pre(a, sc) - c * a * (1.0 - a) * inv
     return value, d1, d2

@@ -193,14 +193,20 @@ def derivs(consts, a):
     derivatives keep relative accuracy for near-identical pairs; one ``exp`` per call.
     Tested equal to autodiff of :func:`log_bc`.
     """
-    return _derivs(consts, a, _shift_terms(consts, a))
+    return _derivs(consts, a, _shift_terms(consts, a), _inv_den(consts, a))[:2]
 
 
-def _derivs(consts, a, terms):
+def _inv_den(consts, a):
+    """:math:`1/(1 + aK)`, formed as ``1/((1 - a) + a e^rho)`` (see mixture_gap_da)."""
+    return 1.0 / ((1.0 - a) + a * consts[0].w)
+
+
+def _derivs(consts, a, terms, inv_den):
     sc = consts[0]
     x, xp, dp, psi, omp, om, omd = terms[:7]
-    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, sc.w)
-    g2 = -jnp.square(sc.k / ((1.0 - a) + a * sc.w))
+    kd = sc.k * inv_den  # K/(1 + aK)
+    g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, sc.w, inv_den)
+    g2 = -jnp.square(kd)
     big_d = 1.0 + x * psi
     inv = 1.0 / big_d
     s_x = (omp + x * psi) * inv
@@ -210,7 +216,7 @@ def _derivs(consts, a, terms):
     s_dd = x * (omd * big_d + x * om * om) * inv * inv
     s1 = s_x * xp + s_d * dp
     s2 = s_xx * xp * xp + 2.0 * s_xd * xp * dp + s_dd * dp * dp
-    return -g1 - s1, -g2 - s2
+    return -g1 - s1, -g2 - s2, inv, kd
 
 
 def value_derivs(consts, a):
@@ -220,15 +226,12 @@ def value_derivs(consts, a):
     :math:`-g^{(3)} + D^{(3)}/D - 3D''D'/D^2 + 2D'^3/D^3` along the line :math:`(x(a), d(a))`,
     with :math:`D = 1 + x\psi`, :math:`g^{(3)} = 2K^3/(1 + aK)^3`."""
     terms = _shift_terms(consts, a)
-    d1, d2 = _derivs(consts, a, terms)
+    d1, d2, inv, kd = _derivs(consts, a, terms, _inv_den(consts, a))
     x, xp, dp, psi, omp, om, omd, omdd = terms
-    sc = consts[0]
     shift = x * omp - sp.log1pmx(x * psi)
-    value = -sp.mixture_gap_pre(a, sc) - shift
-    inv = 1.0 / (1.0 + x * psi)
+    value = -sp.mixture_gap_pre(a, consts[0]) - shift
     e1 = (psi * xp - x * om * dp) * inv  # D'/D
     e2 = -(2.0 * om * xp + x * omd * dp) * dp * inv  # D''/D
     e3 = -(3.0 * omd * xp + x * omdd * dp) * dp * dp * inv  # D^(3)/D
-    kd = sc.k / ((1.0 - a) + a * sc.w)
     d3 = -2.0 * kd * kd * kd + e3 - 3.0 * e2 * e1 + 2.0 * e1 * e1 * e1
     return value, d1, d2, d3
