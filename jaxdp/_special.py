@@ -323,26 +323,21 @@ def scale_consts(num, den, power=1):
 def mixture_gap_pre(a, sc):
     r""":func:`mixture_gap` from precomputed :class:`ScaleConsts`, for ``a`` in ``[0, 1]``.
 
-    With :math:`y = aK` (:math:`a \le 1/2`) or :math:`y = (1 - a)K^-` (mirror image,
-    :math:`g(a, \rho) = g(1 - a, -\rho)`): for :math:`|\rho| \le 1`,
-    :math:`g = [\log(1 + y) - y] + a\varphi(\rho)`, whose terms are within a factor
-    :math:`1/(1 - a) \le 2` of :math:`g \approx a(1-a)\rho^2/2`; otherwise
-    :math:`g = \log(1 + y) - a\rho`. One ``log1p`` in all.
+    The same two forms as :func:`mixture_gap`, one ``log1p`` of the selected argument: for
+    :math:`|\rho| \le 1`, :math:`\log(1 + a\varphi((1-a)\rho) + (1-a)\varphi(-a\rho))`, two
+    non-negative terms whose :math:`\varphi` arguments lie in ``[-1, 1]`` (pure series, no
+    exponential); otherwise :math:`\log(1 + aK) - a\rho` (:math:`a \le 1/2`) or its mirror
+    image :math:`\log(1 + (1 - a)K^-) + (1 - a)\rho`, with :math:`K`, :math:`K^-` precomputed.
     """
     low = a <= 0.5
     b = 1.0 - a
-    t = jnp.where(low, a, b)
-    y = t * jnp.where(low, sc.k, sc.km)
-    l1p = fm.log1p(y)
     small = jnp.abs(sc.rho) <= 1.0
-    ys = jnp.where((y > -0.3) & (y < 0.5), y, 0.0)
-    z = ys / (2.0 + ys)
-    z2 = z * z
-    series = -z * ys + 2.0 * z * z2 * horner(_LOG1PMX_COEFFS, z2, 0.04)
-    l1pmx = jnp.where((y > -0.3) & (y < 0.5), series, l1p - y)
-    near = l1pmx + t * jnp.where(low, sc.phr, sc.phrm)
-    far = l1p - t * jnp.where(low, sc.rho, -sc.rho)
-    return jnp.where(small, near, far)
+    rs = jnp.where(small, sc.rho, 0.0)
+    u, v = b * rs, -a * rs
+    series = a * (u * u * horner(_PHI_COEFFS, u)) + b * (v * v * horner(_PHI_COEFFS, v))
+    large = jnp.where(low, a * sc.k, b * sc.km)
+    offset = jnp.where(small, 0.0, jnp.where(low, -a * sc.rho, b * sc.rho))
+    return fm.log1p(jnp.where(small, series, large)) + offset
 
 
 @jax.custom_jvp
