@@ -270,40 +270,16 @@ def logtanh_bregman(u, v):
     return jnp.where(close, quad, direct)
 
 
-def phi_pair(x):
-    r""":math:`(\varphi(x), \varphi(-x))` with one exponential and one Horner pass.
-
-    The series :math:`\varphi(\pm x)/x^2 = E(x^2) \pm x\,O(x^2)` share their even and odd
-    parts; for :math:`|x| > 1`
-    :math:`\varphi(\pm|x|) = e^{\pm|x|} - 1 \mp |x|` (no cancellation for :math:`|x| > 1`).
-    """
-    x = jnp.asarray(x)
-    small = jnp.abs(x) <= 1.0
-    xs = jnp.where(small, x, 0.0)
-    x2 = xs * xs
-    even = x2 * horner(_PHI_COEFFS[0::2], x2)
-    odd = x2 * xs * horner(_PHI_COEFFS[1::2], x2)
-    ax = jnp.where(small, 1.0, jnp.abs(x))
-    up = jnp.exp(ax) - 1.0 - ax  # phi(|x|)
-    down = jnp.exp(-ax) - 1.0 + ax  # phi(-|x|)
-    pos = x > 0
-    return (
-        jnp.where(small, even + odd, jnp.where(pos, up, down)),
-        jnp.where(small, even - odd, jnp.where(pos, down, up)),
-    )
-
-
 class ScaleConsts(NamedTuple):
     r"""Per-pair constants of the scale mismatch :math:`g(a, \rho)` (:func:`mixture_gap`):
-    :math:`\rho`, :math:`K = e^\rho - 1`, :math:`w = e^\rho`, :math:`\varphi(\rho)`,
-    :math:`K^- = e^{-\rho} - 1`, :math:`\varphi(-\rho)`, each to full relative accuracy."""
+    :math:`\rho`, :math:`K = e^\rho - 1`, :math:`w = e^\rho`, :math:`\varphi(\rho)` and
+    :math:`K^- = e^{-\rho} - 1`, each to full relative accuracy."""
 
     rho: jax.Array
     k: jax.Array
     w: jax.Array
     phr: jax.Array
     km: jax.Array
-    phrm: jax.Array
 
 
 def scale_consts(num, den, power=1):
@@ -316,8 +292,7 @@ def scale_consts(num, den, power=1):
     else:
         w, k = r * r, (num - den) * (num + den) / (den * den)
     rho = power * log_ratio(num, den)
-    phr, phrm = phi_pair(rho)
-    return ScaleConsts(rho, k, w, phr, -k / w, phrm)
+    return ScaleConsts(rho, k, w, phi(rho), -k / w)
 
 
 def mixture_gap_pre(a, sc):
