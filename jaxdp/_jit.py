@@ -32,20 +32,15 @@ def jit(fun=None, **jit_kwargs):
     if fun is None:
         return functools.partial(jit, **jit_kwargs)
     plain = jax.jit(fun, **jit_kwargs)
-    with_options = {}
+    cpu = jax.jit(fun, compiler_options=CPU_COMPILER_OPTIONS, **jit_kwargs)
 
     @functools.wraps(fun)
     def wrapper(*args, **kwargs):
-        backend = jax.default_backend()
         leaves = jax.tree_util.tree_leaves((args, kwargs))
-        if backend != "cpu" or any(isinstance(x, jax.core.Tracer) for x in leaves):
+        if jax.default_backend() != "cpu" or any(isinstance(x, jax.core.Tracer) for x in leaves):
             return plain(*args, **kwargs)
-        f = with_options.get(backend)
-        if f is None:
-            f = jax.jit(fun, compiler_options=CPU_COMPILER_OPTIONS, **jit_kwargs)
-            with_options[backend] = f
         try:
-            return f(*args, **kwargs)
+            return cpu(*args, **kwargs)
         except ValueError as e:  # traced with concrete arguments (closed-over constants)
             if "compiler_options" not in str(e):
                 raise

@@ -295,6 +295,16 @@ def scale_consts(num, den, power=1):
     return ScaleConsts(rho, k, w, phi(rho), -k / w)
 
 
+def pure_scale_alpha(rho, k):
+    r"""Maximiser of :math:`-g(a, \rho)` (:func:`mixture_gap`), :math:`1/\rho - 1/K` with
+    :math:`K = e^\rho - 1` (series :math:`1/2 - \rho/12` for :math:`|\rho| < 10^{-3}`): the
+    Chernoff optimum of two Laplace laws with the same location, used as a starting point."""
+    small = jnp.abs(rho) < 1e-3
+    rs = jnp.where(small, 1.0, rho)
+    ks = jnp.where(small, 1.0, k)
+    return jnp.where(small, 0.5 - rho / 12.0, 1.0 / rs - 1.0 / ks)
+
+
 def mixture_gap_pre(a, sc):
     r""":func:`mixture_gap` from precomputed :class:`ScaleConsts`, for ``a`` in ``[0, 1]``.
 

@@ -200,9 +200,4 @@ def initial_alpha(consts):
     :math:`\rho = \log(b_2/b_1)`, as the solver's starting point (the discrete pair tends
     to it for large scales; elsewhere Newton's method takes it from there)."""
     b1, b2, _ = consts
-    rho = sp.log_ratio(b2, b1)
-    k = (b2 - b1) / b1
-    small = jnp.abs(rho) < 1e-3
-    rs = jnp.where(small, 1.0, rho)
-    ks = jnp.where(small, 1.0, k)
-    return jnp.where(small, 0.5 - rho / 12.0, 1.0 / rs - 1.0 / ks)
+    return sp.pure_scale_alpha(sp.log_ratio(b2, b1), (b2 - b1) / b1)

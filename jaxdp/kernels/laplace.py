@@ -161,11 +161,7 @@ def initial_alpha(consts):
     r"""The maximiser at :math:`\Delta = 0`, :math:`1/\rho - 1/K` (series near
     :math:`\rho = 0`), as the solver's starting point; the shift pulls the optimum towards
     1/2, which Newton's method then follows (at most four steps on the benchmark's pairs)."""
-    sc = consts[0]
-    small = jnp.abs(sc.rho) < 1e-3
-    rs = jnp.where(small, 1.0, sc.rho)
-    ks = jnp.where(small, 1.0, sc.k)
-    return jnp.where(small, 0.5 - sc.rho / 12.0, 1.0 / rs - 1.0 / ks)
+    return sp.pure_scale_alpha(consts[0].rho, consts[0].k)
 
 
 def _shift_terms(consts, a):
