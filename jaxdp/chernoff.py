@@ -173,33 +173,60 @@ def _newton(P, Q, shape, dtype, max_steps):
     at0 = -d0 < 0
     at1 = -d1 > 0
     a0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
-    zeros = jnp.zeros(shape, dtype)
-    nan = jnp.full(shape, jnp.nan, dtype)
 
-    def next_step(g, h, t):
-        newton = -g / h
-        if not halley:
-            return newton
-        # Halley: s = s_N / (1 + s_N f^{(3)} / (2 f^{(2)})), kept only while the correction is mild
-        factor = 1.0 + 0.5 * newton * t / h
-        return jnp.where((factor > 0.5) & (factor < 2.0), newton / factor, newton)
+    def next_step(a, g, h, t, lo, hi):
+        # Newton -g/h, or Halley -g/(h (1 - g t / (2 h^2))) = -g h/(h^2 - g t/2) while that
+        # factor stays within (1/2, 2); one division either way. nan where it is no step:
+        # f not concave there (h >= 0), or the step leaves the bracket.
+        if halley:
+            h2 = h * h
+            den = h2 - 0.5 * g * t
+            mild = (den > 0.5 * h2) & (den < 2.0 * h2)
+            s = -g * jnp.where(mild, h, 1.0) / jnp.where(mild, den, h)
+        else:
+            s = -g / h
+        ok = (h < 0) & jnp.isfinite(s) & (a + s >= lo) & (a + s <= hi)
+        return jnp.where(ok, s, jnp.nan)
 
-    def cond(state):
-        trip = state[-1]
-        return (trip == 0) | (jnp.any(~state[7]) & (trip <= max_steps))
+    def any_(mask):
+        # a float max is one fused reduction on XLA:CPU; a boolean any() is three kernels
+        return jnp.max(jnp.where(mask, 1.0, 0.0).astype(dtype)) > 0
 
-    def body(state):
-        a, v, g, h, t, lo, hi, done, pending, it, trip = state
+    # Loop state: the point a, the next step s (nan: none), the value at a + s predicted by
+    # Taylor's formula, f'(a), f''(a), the bracket [lo, hi], and a status number (the
+    # iteration count, + 1/2 once done, + 1/4 while a small step is pending). On XLA:CPU,
+    # which has no multi-output fusion, every loop-carried array that changes costs one
+    # compiled kernel (~20 ms of compile time), so the state is kept this small.
+    def unpack(state):
+        a, s, vt, g, h, lo, hi, status = state
+        it = jnp.floor(status)
+        flags = status - it
+        done = flags >= 0.5
+        return a, s, vt, g, h, lo, hi, it, done, flags - jnp.where(done, 0.5, 0.0) >= 0.25
+
+    def pack(a, s, vt, g, h, lo, hi, it, done, pending):
+        status = it + jnp.where(done, 0.5, 0.0) + jnp.where(pending, 0.25, 0.0)
+        return (a, s, vt, g, h, lo, hi, status)
+
+    def cond(carry):
+        state, trip = carry
+        return (trip == 0) | (any_(state[7] - jnp.floor(state[7]) < 0.5) & (trip <= max_steps))
+
+    def body(carry):
+        # XLA would hoist every loop-invariant expression of the parameters out of the loop,
+        # each into a kernel of its own (compile time), to save a few additions per trip:
+        # the barrier makes the per-pair constants look loop-variant to it.
+        (consts_, ends), (state, trip) = _barrier(((consts, at0 | at1), carry))
+        a, s, _, g, h, lo, hi, it, done, pending = unpack(state)
         first = trip == 0
-        cand = a + next_step(g, h, t)
-        ok = (h < 0) & jnp.isfinite(cand) & (cand >= lo) & (cand <= hi)
-        new = jnp.where(ok, cand, 0.5 * (lo + hi))
-        # the first trip evaluates at the start (the end points only then)
-        new = jnp.where(first | done, a, new)
+        # the first trip sets the bracket and evaluates at the start (the end points only then)
+        lo = jnp.where(first, 0.0, lo)
+        hi = jnp.where(first, 1.0, hi)
+        new = jnp.where(first | done, a, jnp.where(jnp.isnan(s), 0.5 * (lo + hi), a + s))
         if one_pass:
-            nv, n1, n2, n3 = _value_derivs(P, Q, consts, new)
+            nv, n1, n2, n3 = _value_derivs(P, Q, consts_, new)
         else:  # the value only once, at the end (it costs as much as the derivatives)
-            (n1, n2), nv, n3 = _grad2(P, Q, consts, new), v, None
+            (n1, n2), n3, nv = _grad2(P, Q, consts_, new), None, None
         fresh = first | ~done
         ng, nh = -n1, -n2
         # f is concave: the optimum lies right of a where f'(a) > 0, left where f'(a) < 0.
@@ -207,56 +234,58 @@ def _newton(P, Q, shape, dtype, max_steps):
         hi = jnp.where(fresh & (ng < 0), new, hi)
         it = jnp.where(~done & ~first, it + 1, it)
         a = jnp.where(fresh, new, a)
-        v = jnp.where(fresh, nv, v)
         g = jnp.where(fresh, ng, g)
         h = jnp.where(fresh, nh, h)
-        if halley:
-            t = jnp.where(fresh, -n3, t)
-        step = next_step(g, h, t)
-        small = (h < 0) & (jnp.abs(step) <= tol * jnp.minimum(a, 1 - a))
-        small = small & (a + step >= lo) & (a + step <= hi)
+        t = -n3 if halley else 0.0
+        # a done element keeps its step (it was computed from the same a, g, h, t)
+        s = jnp.where(fresh, next_step(a, g, h, t, lo, hi), s)
+        s = jnp.where(ends, jnp.nan, s)  # an end point is not polished
+        # log C at a + s by Taylor (f = -log C: v, -g, -h, -t); at a itself where no step
+        vt = state[2]
+        if one_pass:
+            st = jnp.where(jnp.isnan(s), 0.0, s)
+            vt = jnp.where(fresh, nv - st * (g + 0.5 * st * (h + st * t / 3.0)), vt)
+        small = jnp.abs(s) <= tol * jnp.minimum(a, 1 - a)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
         if one_pass:  # the small step is taken after the loop, by Taylor
-            return a, v, g, h, t, lo, hi, done | small | stop, pending, it, trip + 1
+            return pack(a, s, vt, g, h, lo, hi, it, done | small | stop, pending), trip + 1
         # otherwise one more trip evaluates at the small step (alpha is then evaluated)
         done = done | stop | (pending & fresh)
-        return a, v, g, h, t, lo, hi, done, small & ~done, it, trip + 1
+        return pack(a, s, vt, g, h, lo, hi, it, done, small & ~done), trip + 1
 
-    def finish(a, v, g, h, t, lo, hi, done, it):
+    def finish(state):
+        a, s, vt, g, h, _, _, it, done, _ = unpack(state)
         if one_pass:
-            step = next_step(g, h, t)
-            polish = ~(at0 | at1) & (h < 0) & jnp.isfinite(step)
-            alpha = jnp.clip(a + jnp.where(polish, step, 0.0), lo, hi)
-            step = alpha - a
-            # log C at alpha by Taylor from the last evaluation (f = -log C: v, -g, -h, -t)
-            taylor = g + 0.5 * step * (h + (step * t / 3.0 if halley else 0.0))
-            value = jnp.where(step == 0, v, v - step * taylor)
+            polish = ~jnp.isnan(s)
+            alpha = jnp.where(polish, a + s, a)
+            value = vt
             # The certificate is measured at alpha itself (first derivative only: the rest
             # of the kernel's work is dead code there and XLA drops it), unless no element
             # moved by more than rounding (closed-form starts): then it is the one at hand.
-            moved = jnp.abs(step) > 4 * eps * jnp.abs(a)
+            moved = jnp.abs(alpha - a) > 4 * eps * jnp.abs(a)
             g_alpha = lambda: jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g)  # noqa: E731
-            g = lax.cond(jnp.any(moved), g_alpha, lambda: g) if exact_start else g_alpha()
+            g = lax.cond(any_(moved), g_alpha, lambda: g) if exact_start else g_alpha()
         else:
             alpha, value = a, raw_log_bc(P, Q, a)
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
         at_end = at0 | at1 | jnp.isnan(g)
-        return _Solve(alpha, value, g, certified, done, at_end, it)
+        return _Solve(alpha, value, g, certified, done, at_end, it.astype(jnp.int32))
 
-    false = jnp.zeros(shape, bool)
-    state = (a0, nan, nan, nan, nan, zeros, zeros + 1, at0 | at1, false, zeros.astype(jnp.int32), 0)
+    zeros = jnp.zeros(shape, dtype)
+    done0 = at0 | at1
+    carry = (pack(a0, zeros, zeros, zeros, zeros, zeros, zeros, zeros, done0, done0 & False), 0)
+    carry = lax.while_loop(cond, body, carry)
+    return finish(carry[0])
 
-    if exact_start:
-        # Closed-form start (e.g. Gaussian pairs): one evaluation there, and the loop only
-        # when some element's next step is not already negligible.
-        state = body(state)
-        state = lax.cond(
-            jnp.all(state[7]), lambda s: s, lambda s: lax.while_loop(cond, body, s), state
-        )
-    else:
-        state = lax.while_loop(cond, body, state)
-    a, v, g, h, t, lo, hi, done, _, it, _ = state
-    return finish(a, v, g, h, t, lo, hi, done, it)
+
+def _barrier(tree):
+    """``lax.optimization_barrier`` on the array leaves of ``tree`` (static leaves pass)."""
+    leaves, treedef = jax.tree_util.tree_flatten(tree)
+    arrays = [i for i, x in enumerate(leaves) if isinstance(x, jax.Array)]
+    out = lax.optimization_barrier([leaves[i] for i in arrays])
+    for i, x in zip(arrays, out, strict=True):
+        leaves[i] = x
+    return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
 def _lbfgs(P, Q, shape, dtype, max_steps):
@@ -401,9 +430,9 @@ def chernoff(
 
 
 #: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
-#: (``lax.map``): the solver's intermediates then stay in cache (one core, batch 1e5:
-#: Laplace 183 vs 258 ns/pair unchunked, Gaussian 71 vs 114; smaller or larger chunks are
-#: no faster, in float32 either).
+#: (a ``lax.fori_loop`` over the chunks): the solver's intermediates then stay in cache
+#: (one core, batch 1e5: Laplace 183 vs 258 ns/pair unchunked, Gaussian 71 vs 114; chunks
+#: of 2048 to 16384 pairs are equally fast, in float32 too).
 CPU_CHUNK = 4096
 
 
@@ -424,18 +453,27 @@ def _chernoff_dispatch(P, Q, method, max_steps):
         and _scalar_leaves(Q)
     ):
         return _chernoff(P, Q, method, max_steps)
+    # Chunk i covers [start, start + CPU_CHUNK) with start = min(i * CPU_CHUNK, size -
+    # CPU_CHUNK): the last chunk overlaps the one before it instead of being padded, and
+    # every result is written in place (no padding, reshaping or slicing kernels to compile).
     n_chunks = -(-size // CPU_CHUNK)
-    pad = n_chunks * CPU_CHUNK - size
+    Pf, Qf = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), (P, Q))
+    dtype = jnp.result_type(P.dtype, Q.dtype, float)
+    zeros = jnp.zeros(size, dtype)
+    out = ChernoffResult(zeros, zeros, zeros, jnp.zeros(size, bool), jnp.zeros(size, jnp.int32))
 
-    def split(x):
-        flat = jnp.broadcast_to(x, shape).reshape(-1)
-        # pad with copies of the first pair (a valid problem), dropped afterwards
-        flat = jnp.concatenate([flat, jnp.broadcast_to(flat[:1], (pad,))])
-        return flat.reshape(n_chunks, CPU_CHUNK)
+    def chunk(i, out):
+        start = jnp.minimum(i * CPU_CHUNK, size - CPU_CHUNK)
+        Pc, Qc = jax.tree_util.tree_map(
+            lambda x: lax.dynamic_slice_in_dim(x, start, CPU_CHUNK), (Pf, Qf)
+        )
+        res = _chernoff(Pc, Qc, method, max_steps)
+        return jax.tree_util.tree_map(
+            lambda o, r: lax.dynamic_update_slice_in_dim(o, r, start, 0), out, res
+        )
 
-    Pc, Qc = jax.tree_util.tree_map(split, (P, Q))
-    out = lax.map(lambda pq: _chernoff(pq[0], pq[1], method, max_steps), (Pc, Qc))
-    return jax.tree_util.tree_map(lambda x: x.reshape(-1)[:size].reshape(shape), out)
+    out = lax.fori_loop(0, n_chunks, chunk, out)
+    return jax.tree_util.tree_map(lambda x: x.reshape(shape), out)
 
 
 def _chernoff(P, Q, method, max_steps):

@@ -291,14 +291,20 @@ def test_bad_arguments():
 def test_large_cpu_batches_are_chunked_without_changing_results():
     from jaxdp.chernoff import CPU_CHUNK
 
-    n = 4 * CPU_CHUNK + 3  # takes the chunked path, with padding
+    n = 4 * CPU_CHUNK + 3  # the chunked path; the last chunk overlaps the one before it
     b = jnp.linspace(0.5, 2.0, n)
     loc = jnp.linspace(0.0, 3.0, n)
     big = jd.chernoff(jd.Laplace(0.0, b), jd.Laplace(loc, 1.3))
-    idx = np.array([0, 1, CPU_CHUNK, n - 1])
+    # chunk starts and ends, and both sides of the overlap
+    idx = np.array([0, 1, CPU_CHUNK - 1, CPU_CHUNK, n - CPU_CHUNK - 1, n - CPU_CHUNK, n - 4, n - 1])
     small = jd.chernoff(jd.Laplace(0.0, b[idx]), jd.Laplace(loc[idx], 1.3))
     np.testing.assert_allclose(big.information[idx], small.information, rtol=1e-14)
     np.testing.assert_allclose(big.alpha[idx], small.alpha, atol=1e-14)
+    np.testing.assert_allclose(big.derivative[idx], small.derivative, atol=1e-14)
+    np.testing.assert_array_equal(big.iterations[idx], small.iterations)
+    assert bool(jnp.all(big.converged)) and big.information.shape == (n,)
+    # every pair was solved: the results are those of the pair, not of a neighbour's
+    assert bool(jnp.all(jnp.diff(big.information) != 0))
 
 
 def test_nested_in_user_transformations():
