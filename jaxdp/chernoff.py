@@ -245,7 +245,8 @@ def _newton(P, Q, shape, dtype, max_steps):
         if one_pass:
             st = jnp.where(jnp.isnan(s), 0.0, s)
             vt = jnp.where(fresh, nv - st * (g + 0.5 * st * (h + st * t / 3.0)), vt)
-        small = jnp.abs(s) <= tol * jnp.minimum(a, 1 - a)
+        # (or the step is below the spacing of a: float32 with alpha* within ~1e-7 of 1)
+        small = (jnp.abs(s) <= tol * jnp.minimum(a, 1 - a)) | (a + s == a)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
         if one_pass:  # the small step is taken after the loop, by Taylor
             return pack(a, s, vt, g, h, lo, hi, it, done | small | stop, pending), trip + 1
