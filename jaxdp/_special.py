@@ -231,9 +231,10 @@ def amgm_gap(a, l, b=None):
 
 
 def logtanh(k):
-    r""":math:`\log\tanh k` for :math:`k > 0`, overflow-free."""
-    e = jnp.exp(-2.0 * k)
-    return fm.log(-jnp.expm1(-2.0 * k)) - fm.log1p(e)
+    r""":math:`\log\tanh k = -\log(1 + 2e^{-2k}/(1 - e^{-2k}))` for :math:`k > 0`, overflow-free
+    and to full relative accuracy also where :math:`\tanh k` rounds to 1 (one ``log1p``)."""
+    # e^{-2k} itself, not 1 + expm1(-2k), which is 0 once e^{-2k} < eps
+    return -fm.log1p(2.0 * jnp.exp(-2.0 * k) / -jnp.expm1(-2.0 * k))
 
 
 def _logtanh_d1(k):
@@ -247,16 +248,19 @@ def _logtanh_d2(k):
     return -8.0 * jnp.exp(-2.0 * k) * (1.0 + e4) / jnp.square(jnp.expm1(-4.0 * k))
 
 
-def logtanh_bregman(u, v):
+def logtanh_bregman(u, v, w=None):
     r"""Bregman gap :math:`B(u, v) = g(u) - g(v) - g'(v)(u - v) \le 0`, :math:`g = \log\tanh`.
 
     When ``u`` and ``v`` are close (so the textbook difference would cancel) it is computed
     as :math:`\int_v^u (u - t)\, g''(t)\, dt` with 16-point Gauss-Legendre, which is exact to
     rounding there because :math:`g''` is analytic in a wide neighbourhood of the interval.
+    ``w`` is :math:`u - v` when the caller knows it more accurately than ``u - v`` would give:
+    :math:`B \approx g''w^2/2`, so a rounding of ``u`` (e.g. ``u = 1/(2b)``) that is small
+    relative to ``u`` can still be large relative to a tiny ``w``.
     """
     u = jnp.asarray(u)
     v = jnp.asarray(v)
-    w = u - v
+    w = u - v if w is None else jnp.asarray(w)
     close = jnp.abs(w) <= 0.25 * jnp.minimum(jnp.minimum(u, v), 1.0)
     wc = jnp.where(close, w, 0.0)
     nodes = jnp.asarray(_GL_NODES, dtype=wc.dtype)
@@ -357,3 +361,68 @@ def quadratic_factor(a, r):
     product (no cancellation when :math:`r \to 0`, :math:`a \to 1`)."""
     b = 1.0 - a
     return (b - a * r) * (b + a * r)
+
+
+# P_4(d) = sum_n (-d)^n/(n + 4)! for psi_family (|d| < 1; horner drops the terms that cannot
+# matter in the dtype)
+_PF_P4 = tuple(1.0 / math.factorial(n + 4) for n in range(20))
+
+
+class PsiFamily(NamedTuple):
+    r""":func:`psi_family` at ``d``: :math:`\psi`, :math:`1 - \psi`, :math:`\omega = -\psi'`,
+    :math:`\omega'`, :math:`\omega''`, :math:`e^{-d}`, :math:`1 + e^{-d} - 2\psi`
+    (:math:`\ge 0`, ~:math:`d^2/6`) and :math:`1/d` (``nan``-free: 1 where ``|d| < 1``, where it
+    is not needed)."""
+
+    psi: jax.Array
+    omp: jax.Array
+    om: jax.Array
+    omd: jax.Array
+    omdd: jax.Array
+    exp: jax.Array
+    gap: jax.Array
+    inv: jax.Array
+
+
+def psi_family(d):
+    r""":math:`\psi(d) = (1 - e^{-d})/d`, its complement and derivatives from one exponential.
+
+    :math:`\omega(d) = (\psi - e^{-d})/d`, :math:`\omega'(d) = (e^{-d} - 2\omega)/d` and
+    :math:`\omega'' = -(e^{-d} + 3\omega')/d` (:math:`\psi' = -\omega`), each to full relative
+    accuracy (a few ulp; ~15 for :math:`\omega''`). For :math:`|d| < 1`, where the closed forms
+    cancel, all come from one Taylor series, :math:`P_4`, of :math:`P_k(d) = \sum_n
+    (-d)^n/(n + k)!` and the recurrence :math:`P_k = 1/k! - dP_{k+1}` (no cancellation for
+    :math:`|d| < 1`): :math:`\psi = P_1`, :math:`1 - \psi = dP_2`, :math:`\omega = P_1 - P_2`,
+    :math:`\omega' = -(P_1 - 2P_2 + 2P_3)`, :math:`\omega'' = P_1 - 3P_2 + 6P_3 - 6P_4`,
+    :math:`e^{-d} = 1 - dP_1`, :math:`1 + e^{-d} - 2\psi = d^2(P_2 - 2P_3)` (partial fractions
+    of the series coefficients); the closed forms elsewhere (:math:`\psi = (1 - e^{-d})/d`, not
+    :math:`1 - (1 - \psi)`, which would lose relative accuracy for large ``d``).
+    """
+    d = jnp.asarray(d)
+    small = jnp.abs(d) < 1.0
+    ds = jnp.where(small, d, 0.0)
+    p4 = horner(_PF_P4, -ds)
+    p3 = 1.0 / 6.0 - ds * p4
+    p2 = 0.5 - ds * p3
+    p1 = 1.0 - ds * p2
+    dl = jnp.where(small, 1.0, d)
+    e = jnp.exp(-dl)
+    inv = 1.0 / dl
+    psi_l = (1.0 - e) * inv
+    om_l = (psi_l - e) * inv
+    omd_l = (e - 2.0 * om_l) * inv
+    omdd_l = -(e + 3.0 * omd_l) * inv
+
+    def pick(s, l):
+        return jnp.where(small, s, l)
+
+    return PsiFamily(
+        pick(p1, psi_l),
+        pick(ds * p2, 1.0 - psi_l),
+        pick(p1 - p2, om_l),
+        pick(2.0 * (p2 - p3) - p1, omd_l),
+        pick(p1 - 3.0 * p2 + 6.0 * (p3 - p4), omdd_l),
+        pick(1.0 - ds * p1, e),
+        pick(ds * ds * (p2 - 2.0 * p3), 1.0 + e - 2.0 * psi_l),
+        inv,
+    )
