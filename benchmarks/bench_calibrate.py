@@ -38,7 +38,7 @@ import _harness as H
 
 def _parse(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--quick", action="store_true", help="smaller scipy subset, no extras")
+    ap.add_argument("--quick", action="store_true", help="fewer budgets, no allocation")
     ap.add_argument("--n", type=int, default=10_000, help="budgets per jaxdp call")
     ap.add_argument("--scipy-budgets", type=int, default=None, help="scipy subset size")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results"))
@@ -259,7 +259,8 @@ def main() -> int:
     out = Path(ARGS.out)
     jaxdp_rows = bench_jaxdp(ARGS.n, quick)
     scipy_rows = bench_scipy(k)
-    alloc = [] if ARGS.no_allocation else bench_allocation(quick)
+    # the allocation section is compile-bound (~30 s per case): full runs only
+    alloc = [] if ARGS.no_allocation or quick else bench_allocation(quick)
     by = {(r["mechanism"], r["compositions"]): r for r in jaxdp_rows}
     ratios = {
         r["mechanism"]: by[(r["mechanism"], 1)]["budgets_per_s"] / r["budgets_per_s"]
