@@ -1,0 +1,89 @@
+"""Compiled-kernel count, trace and compile time, and run time of ``jaxdp.chernoff`` per family.
+
+Usage (pin to one core; run it at two commits, alternating, to compare)::
+
+    taskset -c 0 python benchmarks/kernels.py [--n 100000] [--families Laplace,Gaussian]
+
+XLA:CPU compiles every fused kernel separately (~15-20 ms each on one core), so the count of
+``fusion`` instructions in the optimised HLO sets most of the compile time. Prints one line
+per family: kernels, trace s, compile s, ns per pair (median of 5), max Newton trips.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import time
+
+import jax
+import jax.numpy as jnp
+
+jax.config.update("jax_enable_x64", True)
+
+import jaxdp as jd  # noqa: E402
+
+FAMILIES = ("Laplace", "Gaussian", "DiscreteLaplace", "Cat10", "Quad")
+
+
+def _problem(name, n, key):
+    k = jax.random.split(key, 4)
+    loc = jax.random.normal(k[0], (n,)), jax.random.normal(k[2], (n,))
+    scale = jax.random.uniform(k[1], (n,)) + 0.5, jax.random.uniform(k[3], (n,)) + 0.5
+    if name in ("Laplace", "Gaussian"):
+        D = getattr(jd, name)
+        return (lambda a, b, c, d: jd.chernoff(D(a, b), D(c, d))), (
+            loc[0],
+            scale[0],
+            loc[1],
+            scale[1],
+        )
+    if name == "DiscreteLaplace":
+        D = jd.DiscreteLaplace
+        return (lambda a, b, c, d: jd.chernoff(D(a, b), D(c, d))), (
+            jnp.round(3 * loc[0]),
+            scale[0],
+            jnp.round(3 * loc[1]),
+            scale[1],
+        )
+    if name == "Cat10":
+        m = min(n, 10_000)
+        p = jax.random.dirichlet(k[0], jnp.ones(10), (m,))
+        q = jax.random.dirichlet(k[1], jnp.ones(10), (m,))
+        return (lambda p, q: jd.chernoff(jd.Categorical(p), jd.Categorical(q))), (p, q)
+    if name == "Quad":
+        m = min(n, 1000)
+        args = (loc[0][:m], scale[0][:m], loc[1][:m], scale[1][:m])
+        return (lambda a, b, c, d: jd.chernoff(jd.Laplace(a, b), jd.Gaussian(c, d))), args
+    raise ValueError(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=100_000)
+    ap.add_argument("--families", default="Laplace,Gaussian")
+    args = ap.parse_args()
+    jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # warm up XLA itself
+    for name in args.families.split(","):
+        fn, xs = _problem(name, args.n, jax.random.PRNGKey(0))
+        t0 = time.perf_counter()
+        lowered = jax.jit(fn, compiler_options=jd.CPU_COMPILER_OPTIONS).lower(*xs)
+        t1 = time.perf_counter()
+        compiled = lowered.compile()
+        t2 = time.perf_counter()
+        kernels = len(re.findall(r"= \S+ fusion\(", compiled.as_text()))
+        res = jax.block_until_ready(compiled(*xs))
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            jax.block_until_ready(compiled(*xs))
+            times.append(time.perf_counter() - t)
+        per_pair = sorted(times)[2] / xs[0].shape[0] * 1e9
+        print(
+            f"{name:16s} kernels {kernels:4d}  trace {t1 - t0:.2f} s  compile {t2 - t1:.2f} s  "
+            f"{per_pair:.0f} ns/pair  trips {int(res.iterations.max())}",
+            flush=True,
+        )
+
+
+if __name__ == "__main__":
+    main()
