@@ -242,10 +242,11 @@ def _logtanh_d1(k):
     return 4.0 * jnp.exp(-2.0 * k) / -jnp.expm1(-4.0 * k)
 
 
-def _logtanh_d2(k):
-    # d^2/dk^2 log tanh k = -4 cosh(2k)/sinh(2k)^2 = -8 e^{-2k} (1 + e^{-4k}) / (1 - e^{-4k})^2
+def _logtanh_d2_scaled(k, v):
+    # v^2 d^2/dk^2 log tanh k = -4 v^2 cosh(2k)/sinh(2k)^2
+    #   = -8 e^{-2k} (1 + e^{-4k}) (v/(1 - e^{-4k}))^2, O(1) for k ~ v however small
     e4 = jnp.exp(-4.0 * k)
-    return -8.0 * jnp.exp(-2.0 * k) * (1.0 + e4) / jnp.square(jnp.expm1(-4.0 * k))
+    return -8.0 * jnp.exp(-2.0 * k) * (1.0 + e4) * jnp.square(v / jnp.expm1(-4.0 * k))
 
 
 def logtanh_bregman(u, v, w=None):
@@ -265,10 +266,11 @@ def logtanh_bregman(u, v, w=None):
     wc = jnp.where(close, w, 0.0)
     nodes = jnp.asarray(_GL_NODES, dtype=wc.dtype)
     weights = jnp.asarray(_GL_WEIGHTS, dtype=wc.dtype)
-    # t = v + w (1 + s)/2, (u - t) = w (1 - s)/2, dt = w/2 ds
+    # t = v + w (1 + s)/2, (u - t) = w (1 - s)/2, dt = w/2 ds; in units of v, so that
+    # neither w^2 nor g'' (~1/v^2) under- or overflows for tiny v (scales ~1e150)
     t = v[..., None] + wc[..., None] * (1.0 + nodes) / 2.0
-    integrand = (1.0 - nodes) / 2.0 * _logtanh_d2(t)
-    quad = jnp.square(wc) / 2.0 * jnp.sum(weights * integrand, axis=-1)
+    integrand = (1.0 - nodes) / 2.0 * _logtanh_d2_scaled(t, v[..., None])
+    quad = jnp.square(wc / v) / 2.0 * jnp.sum(weights * integrand, axis=-1)
     uf = jnp.where(close, 2.0 * v, u)
     direct = logtanh(uf) - logtanh(v) - _logtanh_d1(v) * (uf - v)
     return jnp.where(close, quad, direct)

@@ -91,6 +91,9 @@ BENCH = np.stack(
     axis=1,
 )
 RAND32 = np.asarray(RAND, np.float32).astype(np.float64)  # float32-rounded parameters
+# scales 1e150: log C ~ -1e-301 (equal scales, a shift of 1) and ~-1e-13 (a scale ratio
+# 1 + 1e-6); at alpha = 0.37
+HUGE_PAIRS = [(0, 1e150, 1, 1e150), (0, 1e150, 0, 1e150 * (1 + 1e-6))]
 
 # one float64 batch for value_derivs: edge x alphas, random, mpmath cases, float32-rounded
 PAIRS = np.concatenate(
@@ -99,18 +102,27 @@ PAIRS = np.concatenate(
         RAND,
         np.asarray([p for p, _ in MP_CASES]),
         RAND32,
+        HUGE_PAIRS,
     ]
 )
 ALPHA = np.concatenate(
-    [np.tile(EDGE_ALPHAS, len(EDGE)), RAND_ALPHA, [a for _, a in MP_CASES], RAND_ALPHA]
+    [
+        np.tile(EDGE_ALPHAS, len(EDGE)),
+        RAND_ALPHA,
+        [a for _, a in MP_CASES],
+        RAND_ALPHA,
+        np.full(len(HUGE_PAIRS), 0.37),
+    ]
 )
 _N_AUTODIFF = len(EDGE) * len(EDGE_ALPHAS) + N_RAND  # rows compared with autodiff
 _MP_ROWS = slice(_N_AUTODIFF, _N_AUTODIFF + len(MP_CASES))
-_RAND32_ROWS = slice(_N_AUTODIFF + len(MP_CASES), None)
+_RAND32_ROWS = slice(_N_AUTODIFF + len(MP_CASES), _N_AUTODIFF + len(MP_CASES) + N_RAND)
 # one float64 batch for the solver
-SOLVE = np.concatenate([np.asarray(CHERNOFF_CASES), BENCH, RAND32])
+# equal scales 1e150 one apart: information ~1e-301 at alpha* = 1/2 (symmetry)
+HUGE = (0, 1e150, 1, 1e150)
+SOLVE = np.concatenate([np.asarray(CHERNOFF_CASES), BENCH, RAND32, [HUGE]])
 _BENCH_ROWS = slice(len(CHERNOFF_CASES), len(CHERNOFF_CASES) + N_RAND)
-_SOLVE32_ROWS = slice(len(CHERNOFF_CASES) + N_RAND, None)
+_SOLVE32_ROWS = slice(len(CHERNOFF_CASES) + N_RAND, len(CHERNOFF_CASES) + 2 * N_RAND)
 
 
 def _pq(pairs, dtype=jnp.float64):
@@ -254,6 +266,11 @@ def test_chernoff_vs_mpmath():
         # 1e-15 at most)
         assert _rel(r.information[i], float(info)) < 1e-14, (c, float(r.information[i]), info)
         assert abs(float(r.alpha[i]) - float(a)) < 1e-13, (c, float(r.alpha[i]), a)
+    # relative accuracy down to information ~1e-301 (digits enough for 1 - 1e-301)
+    with mp.workdps(700):
+        info = -_mp_log_c(*HUGE, mp.mpf(1) / 2)
+    assert _rel(r.information[-1], float(info)) < 1e-14, (float(r.information[-1]), info)
+    assert float(r.alpha[-1]) == 0.5
 
 
 def test_solver_trips_on_benchmark_pairs():
@@ -277,14 +294,17 @@ def test_value_derivs_broadcasts():
         np.testing.assert_array_equal(np.asarray(x).ravel(), np.asarray(y))
 
 
-def test_log_bc_near_identical_scales():
-    # log_bc's scale-mismatch term from b2 - b1, not from the rounded 1/(2 b_i)
-    pairs = [(0, 1.0, 0, 1.0 + 1e-9), (0, 2.0, 0, 2.0 * (1 + 1e-9)), (0, 0.3, 0, 0.3 + 1e-12)]
-    got = np.asarray(jd.log_bc(*_pq(pairs), 0.37))
-    for i, pair in enumerate(pairs):
+def test_log_bc_near_identical_and_huge_scales():
+    # log_bc's scale-mismatch term from b2 - b1, not from the rounded 1/(2 b_i); and its
+    # Gauss-Legendre Bregman gaps in units of kappa (no under/overflow for scales ~1e150)
+    near = [(0, 1.0, 0, 1.0 + 1e-9), (0, 2.0, 0, 2.0 * (1 + 1e-9)), (0, 0.3, 0, 0.3 + 1e-12)]
+    got = np.asarray(jd.log_bc(*_pq(near + HUGE_PAIRS), 0.37))
+    for i, pair in enumerate(near):
         with mp.workdps(50):
             want = _mp_log_c(*pair, 0.37)
         assert _rel(got[i], float(want)) < 1e-13, (pair, got[i], want)
+    ours = _ours()[0][-len(HUGE_PAIRS) :]
+    assert _rel(got[len(near) :], ours).max() < 1e-14, (got, ours)
 
 
 def test_float32():

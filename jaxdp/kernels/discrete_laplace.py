@@ -44,7 +44,7 @@ def _stable(b1, b2, delta, a):
     k1, k2 = 0.5 / b1, 0.5 / b2
     # k1 - k2 from b2 - b1: the gaps are ~(k1 - k2)^2, which the rounding of k1 and k2 would
     # spoil (relative error ~1e-9 for b2/b1 = 1 + 1e-9)
-    dk = (b2 - b1) * (0.5 / (b1 * b2))
+    dk = (b2 - b1) / b1 * (0.5 / b2)
     ka = k2 + a * dk
     base = a * sp.logtanh_bregman(k1, ka, (1.0 - a) * dk) + (1.0 - a) * sp.logtanh_bregman(
         k2, ka, -a * dk
@@ -317,7 +317,7 @@ def derivs_setup(P, Q):
     th = -em * (2.0 + em) * inv2  # tanh z
     sech = 2.0 * q * inv2
     coeffs = _bregman_series(sech, sech * sech, th * th, _series_params(b.dtype)[1])
-    dk = (b[1] - b[0]) * (0.5 * e[0] * e[1])
+    dk = (b[1] - b[0]) * e[0] * (0.5 * e[1])  # no e1 e2 product: it underflows first
     rho = dk * 2.0 / th
     g12 = _log_tanh_ratio(dk, t[0], m[0], t[1], m[1])
     return _Consts(jnp.stack([e, t, m, q, -em, rho]), coeffs, jnp.stack([delta, dk, g12]))
