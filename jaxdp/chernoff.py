@@ -433,8 +433,15 @@ def chernoff(
 #: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
 #: (a ``lax.fori_loop`` over the chunks): the solver's intermediates then stay in cache
 #: (one core, batch 1e5: Laplace 183 vs 258 ns/pair unchunked, Gaussian 71 vs 114; chunks
-#: of 2048 to 16384 pairs are equally fast, in float32 too).
+#: of 2048 to 16384 pairs are equally fast, in float32 too). A kernel module may set its own
+#: ``CPU_CHUNK`` (discrete Laplace, whose loop carries more per-pair constants: 1024).
 CPU_CHUNK = 4096
+
+
+def _cpu_chunk(P, Q) -> int:
+    if isinstance(P, Product):
+        return CPU_CHUNK
+    return getattr(kernel_for(P, Q), "CPU_CHUNK", CPU_CHUNK)
 
 
 def _scalar_leaves(d) -> bool:
@@ -447,26 +454,27 @@ def _scalar_leaves(d) -> bool:
 def _chernoff_dispatch(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     size = math.prod(shape)
+    chunk_size = _cpu_chunk(P, Q)
     if not (
         jax.default_backend() == "cpu"
-        and size >= 4 * CPU_CHUNK
+        and size >= 4 * chunk_size
         and _scalar_leaves(P)
         and _scalar_leaves(Q)
     ):
         return _chernoff(P, Q, method, max_steps)
-    # Chunk i covers [start, start + CPU_CHUNK) with start = min(i * CPU_CHUNK, size -
-    # CPU_CHUNK): the last chunk overlaps the one before it instead of being padded, and
+    # Chunk i covers [start, start + chunk_size) with start = min(i * chunk_size, size -
+    # chunk_size): the last chunk overlaps the one before it instead of being padded, and
     # every result is written in place (no padding, reshaping or slicing kernels to compile).
-    n_chunks = -(-size // CPU_CHUNK)
+    n_chunks = -(-size // chunk_size)
     Pf, Qf = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), (P, Q))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     zeros = jnp.zeros(size, dtype)
     out = ChernoffResult(zeros, zeros, zeros, jnp.zeros(size, bool), jnp.zeros(size, jnp.int32))
 
     def chunk(i, out):
-        start = jnp.minimum(i * CPU_CHUNK, size - CPU_CHUNK)
+        start = jnp.minimum(i * chunk_size, size - chunk_size)
         Pc, Qc = jax.tree_util.tree_map(
-            lambda x: lax.dynamic_slice_in_dim(x, start, CPU_CHUNK), (Pf, Qf)
+            lambda x: lax.dynamic_slice_in_dim(x, start, chunk_size), (Pf, Qf)
         )
         res = _chernoff(Pc, Qc, method, max_steps)
         return jax.tree_util.tree_map(

@@ -288,16 +288,23 @@ def test_bad_arguments():
         jd.chernoff(P, Q, max_steps=0)
 
 
-def test_large_cpu_batches_are_chunked_without_changing_results():
-    from jaxdp.chernoff import CPU_CHUNK
+@pytest.mark.parametrize("family", ["Laplace", "DiscreteLaplace"])
+def test_large_cpu_batches_are_chunked_without_changing_results(family):
+    from jaxdp.chernoff import _cpu_chunk
 
-    n = 4 * CPU_CHUNK + 3  # the chunked path; the last chunk overlaps the one before it
+    D = getattr(jd, family)
+    chunk = _cpu_chunk(D(0.0, 1.0), D(0.0, 1.0))  # the family's chunk size (4096, 1024)
+    n = 4 * chunk + 3  # the chunked path; the last chunk overlaps the one before it
     b = jnp.linspace(0.5, 2.0, n)
-    loc = jnp.linspace(0.0, 3.0, n)
-    big = jd.chernoff(jd.Laplace(0.0, b), jd.Laplace(loc, 1.3))
+    loc = (
+        jnp.round(jnp.linspace(0.0, 3.0, n))
+        if family == "DiscreteLaplace"
+        else jnp.linspace(0.0, 3.0, n)
+    )
+    big = jd.chernoff(D(0.0, b), D(loc, 1.3))
     # chunk starts and ends, and both sides of the overlap
-    idx = np.array([0, 1, CPU_CHUNK - 1, CPU_CHUNK, n - CPU_CHUNK - 1, n - CPU_CHUNK, n - 4, n - 1])
-    small = jd.chernoff(jd.Laplace(0.0, b[idx]), jd.Laplace(loc[idx], 1.3))
+    idx = np.array([0, 1, chunk - 1, chunk, n - chunk - 1, n - chunk, n - 4, n - 1])
+    small = jd.chernoff(D(0.0, b[idx]), D(loc[idx], 1.3))
     np.testing.assert_allclose(big.information[idx], small.information, rtol=1e-14)
     np.testing.assert_allclose(big.alpha[idx], small.alpha, atol=1e-14)
     np.testing.assert_allclose(big.derivative[idx], small.derivative, atol=1e-14)

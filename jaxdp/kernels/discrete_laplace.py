@@ -38,6 +38,10 @@ from jaxdp import _special as sp
 SAME_SUPPORT = True
 #: :func:`value_derivs` also returns the third derivative (the solver takes Halley steps).
 THIRD_DERIVATIVE = True
+#: Batch size of the CPU chunks (``jaxdp.chernoff.CPU_CHUNK`` is 4096): the loop carries more
+#: per-pair constants than the continuous families, and 1024 pairs keep them in cache (one
+#: core, batch 1e5, float64: ~415 ns/pair vs ~530 with 4096; float32 the same either way).
+CPU_CHUNK = 1024
 
 
 def _stable(b1, b2, delta, a):
