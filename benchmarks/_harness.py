@@ -41,9 +41,9 @@ def pin_one_core(argv: list[str] | None = None) -> bool:
     """Make this process run on one CPU core; call before importing JAX.
 
     Sets ``XLA_FLAGS`` (single-threaded Eigen, one intra-op thread) and re-executes the
-    interpreter under ``taskset -c 0`` unless already pinned. Returns ``True`` when the
-    process is (now) pinned, ``False`` when ``taskset`` is unavailable (the flags are still
-    set). Child processes inherit both the affinity and the environment.
+    interpreter under ``taskset -c 0`` unless already pinned (to any single CPU). Returns
+    ``True`` when the process is (now) pinned, ``False`` when ``taskset`` is unavailable (the
+    flags are still set). Child processes inherit both the affinity and the environment.
     """
     if "jax" in sys.modules:
         raise RuntimeError("pin_one_core() must run before jax is imported")
@@ -52,6 +52,8 @@ def pin_one_core(argv: list[str] | None = None) -> bool:
         os.environ["XLA_FLAGS"] = (flags + " " + ONE_CORE_XLA_FLAGS).strip()
     if os.environ.get(_PINNED_ENV) == "1":
         return True
+    if hasattr(os, "sched_getaffinity") and len(os.sched_getaffinity(0)) == 1:
+        return True  # already on one CPU (run.py's second lane): stay there
     taskset = shutil.which("taskset")
     if taskset is None:
         return False

@@ -963,7 +963,7 @@ def main(argv=None) -> int:
 
         n_eps, n_random, levels, f32_levels, PAD = 40, 2, (DEFAULT_LEVEL,), (), 512
     elif args.quick:
-        n_eps, n_random, levels, f32_levels, PAD = 120, 4, (2, 3, 4, 5), (4,), 2048
+        n_eps, n_random, levels, f32_levels, PAD = 120, 4, (3, 4, 5), (4,), 2048
     else:
         n_eps, n_random, levels, f32_levels, PAD = 400, 40, (1, 2, 3, 4, 5, 6, 7), None, 4096
     rng = np.random.default_rng(args.seed)

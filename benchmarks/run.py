@@ -9,11 +9,13 @@ Steps, each a separate process (so that ``jax_enable_x64`` and the one-core pinn
 start-up): the accuracy suite (``bench_accuracy.py``), the speed suite in float64 and in
 float32 with x64 off (``bench_speed.py``, pinned to CPU 0 with single-threaded XLA unless
 ``--all-cores`` or ``--gpu``), and, when present, ``bench_calibrate.py`` and
-``bench_sweep.py``. The accuracy suite times nothing: when the speed runs are pinned and a
-second CPU is available it runs beside them, pinned to that CPU; everything that times
-something runs alone. Then ``summary.json``/``summary.md``: the headline tables, the targets
-of the issue and the command and machine that produced them. ``--quick`` aims at two
-minutes of wall clock on two cores.
+``bench_sweep.py``. When the speed runs are pinned and a second CPU is available, the
+accuracy suite (which times nothing) and then ``bench_calibrate.py`` (pinned, single-threaded
+XLA, like the speed runs) run beside them on that CPU, each timed program with a core and an
+L2 cache of its own; ``bench_sweep.py`` (all cores) runs last, alone. Then
+``summary.json``/``summary.md``: the headline tables, the targets of the issue and the
+command and machine that produced them. ``--quick`` aims at two minutes of wall clock on two
+cores.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -46,28 +49,47 @@ def _run(cmd: list[str], log: list, timeout: float | None = None) -> int:
     return rc
 
 
-def _spawn(cmd: list[str], cpu: int):
-    """Start ``cmd`` pinned to ``cpu``; :func:`_join` waits for it and logs it like ``_run``."""
-    print(f"$ {' '.join(cmd[1:])}  (in the background, on CPU {cpu})", flush=True)
-    proc = subprocess.Popen(cmd, cwd=H.REPO, preexec_fn=lambda: os.sched_setaffinity(0, {cpu}))
-    return proc, cmd, time.perf_counter()
+def _lane(cmds: list[list[str]], cpu: int, log: list, timeout: float | None):
+    """Run ``cmds`` one after another pinned to ``cpu`` (single-threaded XLA), in a thread
+    beside the main sequence; :func:`_join` waits for it. Each is logged like ``_run``."""
+    env = dict(os.environ)
+    flags = env.get("XLA_FLAGS", "")
+    if "intra_op_parallelism_threads" not in flags:
+        env["XLA_FLAGS"] = (flags + " " + H.ONE_CORE_XLA_FLAGS).strip()
+
+    def run_all():
+        for cmd in cmds:
+            print(f"$ {' '.join(cmd[1:])}  (in the background, on CPU {cpu})", flush=True)
+            t = time.perf_counter()
+            proc = subprocess.Popen(
+                cmd, cwd=H.REPO, env=env, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
+            )
+            try:
+                rc = proc.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                print(f"  -> background step killed after {timeout:.0f} s", flush=True)
+                rc = 124
+            dt = time.perf_counter() - t
+            log.append(
+                {
+                    "command": " ".join(cmd[1:]),
+                    "rc": rc,
+                    "seconds": dt,
+                    "background": True,
+                    "cpu": cpu,
+                }
+            )
+            print(f"  -> background step exit {rc} in {dt:.1f} s", flush=True)
+
+    thread = threading.Thread(target=run_all, daemon=True)
+    thread.start()
+    return thread
 
 
-def _join(job, log: list, timeout: float | None = None) -> int:
-    proc, cmd, t = job
-    try:
-        rc = proc.wait(
-            timeout=None if timeout is None else max(1.0, t + timeout - time.perf_counter())
-        )
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait()
-        print(f"  -> background step killed after {timeout:.0f} s", flush=True)
-        rc = 124
-    dt = time.perf_counter() - t
-    log.append({"command": " ".join(cmd[1:]), "rc": rc, "seconds": dt, "background": True})
-    print(f"  -> background step exit {rc} in {dt:.1f} s", flush=True)
-    return rc
+def _join(thread) -> None:
+    thread.join()
 
 
 def _spare_cpu() -> int | None:
@@ -116,7 +138,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
     where = "one CPU core (taskset -c 0, single-threaded XLA)" if pinned else "all cores"
     beside = ""
     if any(s.get("background") for s in steps):
-        beside = ", the accuracy suite beside the speed runs on a second CPU"
+        beside = ", the accuracy suite and then bench_calibrate beside them on a second CPU"
     md = [
         "# jaxdp benchmarks\n\n",
         f"Command: `{H.command_line()}`  \n",
@@ -428,18 +450,18 @@ def summarize(out: Path, args, steps, wall: float) -> str:
     return text
 
 
-def _optional_step(name: str, args, out: Path, steps: list) -> None:
+def _optional_cmd(name: str, args, out: Path) -> list[str] | None:
     script = HERE / f"bench_{name}.py"
     if not script.exists():
         print(f"(bench_{name}.py not present: skipped)")
-        return
+        return None
     text = script.read_text()
     # the other helpers' programs name their output option --out or --results
     out_flag = "--results" if '"--results"' in text and '"--out"' not in text else "--out"
     cmd = [sys.executable, str(script), out_flag, str(out)]
     if args.quick and '"--quick"' in text:
         cmd.append("--quick")
-    _run(cmd, steps)
+    return cmd
 
 
 def main(argv=None) -> int:
@@ -463,15 +485,20 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     pinned = not args.gpu and not args.all_cores
     accuracy = [py, str(HERE / "bench_accuracy.py"), *quick, "--out", str(out)]
-    background = None
-    if not args.speed_only:
-        # The accuracy suite measures no time: with the speed runs pinned to CPU 0 it runs
-        # beside them on another CPU (each has its own core and L2 cache), else before them.
-        spare = _spare_cpu() if pinned and not args.accuracy_only else None
-        if spare is not None:
-            background = _spawn(accuracy, spare)
-        else:
-            _run(accuracy, steps, args.step_timeout)
+    extras = not args.gpu and not args.no_extras and not args.speed_only
+    calibrate = _optional_cmd("calibrate", args, out) if extras else None
+    sweep = _optional_cmd("sweep", args, out) if extras else None
+    # With the speed runs pinned to CPU 0, a second CPU takes the accuracy suite (it times
+    # nothing) and then the calibration benchmark (itself pinned there, single-threaded XLA,
+    # like the speed runs): each has a core and an L2 cache of its own.
+    spare = _spare_cpu() if pinned and not args.accuracy_only else None
+    lane = None
+    if spare is not None and not args.speed_only:
+        background = [accuracy] + ([calibrate] if calibrate else [])
+        lane = _lane(background, spare, steps, args.step_timeout)
+        calibrate = None
+    elif not args.speed_only:
+        _run(accuracy, steps, args.step_timeout)
     if not args.accuracy_only:
         flags = [*quick, "--out", str(out)]
         if args.gpu:
@@ -485,15 +512,12 @@ def main(argv=None) -> int:
                 steps,
                 args.step_timeout,
             )
-        # the extras time things too: they start once the accuracy suite is done
-        if background is not None:
-            _join(background, steps, args.step_timeout)
-            background = None
-        if not args.gpu and not args.no_extras:
-            _optional_step("calibrate", args, out, steps)
-            _optional_step("sweep", args, out, steps)
-    if background is not None:
-        _join(background, steps, args.step_timeout)
+        if calibrate is not None:
+            _run(calibrate, steps, args.step_timeout)
+    if lane is not None:
+        _join(lane)
+    if sweep is not None:  # all cores: after everything else
+        _run(sweep, steps, args.step_timeout)
     wall = time.perf_counter() - started
     text = summarize(out, args, steps, wall)
     print()
