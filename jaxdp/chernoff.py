@@ -17,11 +17,12 @@ the kernel supplies :math:`f^{(3)}`) inside a bracket that shrinks on every eval
 a bisection fallback whenever a step leaves the bracket. It starts from the kernel's
 closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic; the loop
 then runs only if some pair needs polishing), the pure-scale optimum
-:math:`1/\rho - 1/(e^\rho - 1)` for Laplace pairs (at most two Halley steps on random
-pairs), 1/2 otherwise. Each evaluation computes the value and the derivatives together
-(hand-written where autodiff would be slow or cancel); the last small step is taken without
-another evaluation, the value following by Taylor's formula, and the certificate
-:math:`f'` is measured at the returned :math:`\alpha`. ``method="optax"`` runs
+:math:`1/\rho - 1/(e^\rho - 1)` blended with the kink :math:`b_1/(b_1 + b_2)` of the shift
+term for (discrete) Laplace pairs (at most two Halley steps in float64, one in float32, on
+wide random continuous pairs), 1/2 otherwise. Each evaluation computes the value and the
+derivatives together (hand-written where autodiff would be slow or cancel); the last small
+step is taken without another evaluation, the value following by Taylor's formula, and the
+certificate :math:`f'` is measured at the returned :math:`\alpha`. ``method="optax"`` runs
 ``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
 comparison.
 

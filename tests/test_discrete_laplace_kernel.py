@@ -14,6 +14,7 @@ import mp_refs
 import mpmath as mp
 import numpy as np
 import pytest
+from autodiff_refs import autodiff3
 
 import jaxdp as jd
 from jaxdp.coefficient import raw_log_bc
@@ -142,17 +143,6 @@ def _value_derivs(P, Q, a):
     return dl.value_derivs(dl.derivs_setup(P, Q), a)
 
 
-@jax.jit
-def _autodiff3(P, Q, a):
-    def f(t):
-        return raw_log_bc(P, Q, t)
-
-    ones = jnp.ones_like(a)
-    d1 = lambda t: jax.jvp(f, (t,), (ones,))[1]  # noqa: E731
-    d2 = lambda t: jax.jvp(d1, (t,), (ones,))[1]  # noqa: E731
-    return f(a), d1(a), d2(a), jax.jvp(d2, (a,), (ones,))[1]
-
-
 @functools.cache
 def _ours():
     return [np.asarray(x) for x in _value_derivs(*_pq(PAIRS), jnp.asarray(ALPHA))]
@@ -220,7 +210,7 @@ def test_mp_reference_is_the_sum():
 @functools.cache
 def _reference():
     rows = slice(0, _N_AUTODIFF)
-    return [np.asarray(x) for x in _autodiff3(*_pq(PAIRS[rows]), jnp.asarray(ALPHA[rows]))]
+    return [np.asarray(x) for x in autodiff3(*_pq(PAIRS[rows]), jnp.asarray(ALPHA[rows]))]
 
 
 def test_value_derivs_match_log_bc_and_autodiff():
