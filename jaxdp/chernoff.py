@@ -44,7 +44,7 @@ import optax
 from jax import lax
 
 from jaxdp import _jit
-from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
+from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc, standardize
 from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
 __all__ = ["ChernoffResult", "chernoff"]
@@ -78,6 +78,7 @@ def _setup(P, Q):
     if isinstance(P, Product):
         return tuple(_setup(p, q) for p, q in zip(P.components, Q.components, strict=True))
     kernel = kernel_for(P, Q)
+    P, Q = standardize(P, Q)
     if hasattr(kernel, "derivs_setup"):
         return kernel.derivs_setup(P, Q)
     return (P, Q)

@@ -8,7 +8,9 @@ are used: :math:`C_0 = Q(\mathrm{supp}\,P)`, :math:`C_1 = P(\mathrm{supp}\,Q)`.
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
+from jax import lax
 
 from jaxdp import _checks, _jit
 from jaxdp.distributions import (
@@ -45,6 +47,47 @@ def kernel_for(P: Distribution, Q: Distribution):
     )
 
 
+_LOC_SCALE = (Laplace, Gaussian)
+
+
+def _inverse_power_of_two(b):
+    """``2**-floor(log2 b)`` for ``b > 0`` (so that ``b * it`` is in ``[1, 2)``), from the
+    exponent bits: a few integer operations, where ``frexp``/``ldexp`` cost dozens per element,
+    repeated in every kernel that reads the result. A factor, not a divisor: XLA rewrites
+    ``(x/c)/(y/c)`` into ``(x*c)/(y*c)``, which overflows for the scales this is for."""
+    finfo = jnp.finfo(b.dtype)
+    mant = finfo.nmant  # 52 or 23 explicit mantissa bits
+    top = 2 * (2 ** (finfo.nexp - 1) - 1)  # 2046 or 254: 2 * bias
+    uint = jnp.uint64 if b.dtype.itemsize == 8 else jnp.uint32
+    exp = (lax.bitcast_convert_type(b, uint) >> mant) & (2**finfo.nexp - 1)
+    # exponent field 2 bias - E: 2**-(E - bias); E clipped so that the result stays normal
+    exp = jnp.clip(exp, 1, top - 1).astype(uint)
+    return lax.bitcast_convert_type((uint(top) - exp) << mant, b.dtype)
+
+
+def standardize(P: Distribution, Q: Distribution):
+    r"""The pair moved by the common affine map :math:`x \mapsto (x - \mu_1)/c`, where the
+    pair is Laplace/Gaussian (any mix); other pairs are returned as they are.
+
+    :math:`C_\alpha`, and every divergence built from it, is invariant under a bijection
+    applied to both distributions, so the kernels may work at :math:`\mu_1 = 0` and
+    :math:`b_1 \in [1, 2)`. ``c`` is the power of two below :math:`b_1`, so dividing by it is
+    exact (no rounding: near-identical pairs keep their relative accuracy): scales near
+    1e-200 or 1e200, whose products and squares inside the kernels would under- or
+    overflow, then give the same numbers as scales near 1. ``c`` is held constant for
+    autodiff (the value does not depend on it), so parameter gradients come out as
+    :math:`\partial/\partial b = (\partial/\partial b')/c`, without squaring tiny tangents.
+    """
+    if not (isinstance(P, _LOC_SCALE) and isinstance(Q, _LOC_SCALE)):
+        return P, Q
+    inv_c = _inverse_power_of_two(lax.stop_gradient(P.scale))
+    p_def = jax.tree_util.tree_structure(P)
+    q_def = jax.tree_util.tree_structure(Q)
+    Ps = jax.tree_util.tree_unflatten(p_def, [jnp.zeros_like(P.loc), P.scale * inv_c])
+    Qs = jax.tree_util.tree_unflatten(q_def, [(Q.loc - P.loc) * inv_c, Q.scale * inv_c])
+    return Ps, Qs
+
+
 def check_pair(P: Distribution, Q: Distribution, *extra_shapes) -> None:
     """Static compatibility of a pair (types, structure, batch shapes)."""
     if isinstance(P, Product) or isinstance(Q, Product):
@@ -78,7 +121,7 @@ def raw_log_bc(P, Q, alpha):
         for (p, n), q in zip(P._items(), Q.components, strict=True):
             total = total + n * raw_log_bc(p, q, alpha)
         return total
-    return kernel_for(P, Q).log_bc(P, Q, alpha)
+    return kernel_for(P, Q).log_bc(*standardize(P, Q), alpha)
 
 
 def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:

@@ -10,7 +10,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _jit
-from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc
+from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc, standardize
 from jaxdp.distributions import Categorical, Distribution, Product
 
 __all__ = ["bhattacharyya", "hellinger", "kl", "renyi", "tv"]
@@ -31,7 +31,7 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
 def _kl(P, Q):
     if isinstance(P, Product):
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
-    return kernel_for(P, Q).kl(P, Q)
+    return kernel_for(P, Q).kl(*standardize(P, Q))
 
 
 def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
@@ -121,4 +121,4 @@ def _tv(P, Q):
             "tv of this Product has no exact kernel; for n-fold mechanisms use "
             "jaxdp.membership, or bound it via jaxdp.max_tv_chernoff(chernoff(P, Q))"
         )
-    return kernel_for(P, Q).tv(P, Q)
+    return kernel_for(P, Q).tv(*standardize(P, Q))

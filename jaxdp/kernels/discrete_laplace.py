@@ -115,7 +115,8 @@ def kl(P, Q):
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
     e1, e2 = 1.0 / b1, 1.0 / b2
-    kl0 = -sp.logtanh_bregman(0.5 * e2, 0.5 * e1, (b1 - b2) * (0.5 * e1 * e2))
+    # (b1 - b2) e1 first: e1 * e2 underflows for scales beyond ~1e154
+    kl0 = -sp.logtanh_bregman(0.5 * e2, 0.5 * e1, (b1 - b2) * e1 * (0.5 * e2))
     small = e1 < 1.0
     es = jnp.where(small, e1, 0.5)
     series = delta * (sp.sinhc_m1(es) + sp.one_minus_psi(es * delta)) / (1.0 + sp.sinhc_m1(es))
