@@ -27,9 +27,6 @@ _GL_NODES, _GL_WEIGHTS = np.polynomial.legendre.leggauss(16)
 
 #: Both distributions have full support, so the Chernoff optimum is interior.
 SAME_SUPPORT = True
-#: :func:`initial_alpha` is the maximiser in closed form (the solver's Newton steps only
-#: polish it where the quadratic's roots nearly merge).
-EXACT_START = True
 
 
 def log_bc(P, Q, a):
