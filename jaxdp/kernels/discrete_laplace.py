@@ -496,22 +496,9 @@ def value_derivs(consts, a):
     lg2 = jnp.where(near2, lf - c.g12, lf)
     br1 = jnp.where(close1, ser1, lg1 - b * dk * gp)
     br2 = jnp.where(close2, ser2, lg2 + a * dk * gp)
-    br1, br2, shift, s1, s2, s3 = _stored(1.0 + 0.0 * a, br1, br2, shift, s1, s2, s3)
+    br1, br2, shift, s1, s2, s3 = sp.stored(a, br1, br2, shift, s1, s2, s3)
     value = a * br1 + b * br2 - shift
     return value, br1 - br2 - s1, g2 - s2, g3 - s3
-
-
-def _stored(one, *xs):
-    """``xs``, each ending in a division by ``one`` (a 1 computed at run time, which XLA does
-    not fold: ``0 * a`` is nan for infinite ``a``).
-
-    XLA:CPU fuses a chain of cheap elementwise operations into every consumer and recomputes
-    it there (it has no multi-output fusion), but computes a division, which it counts as
-    expensive, once and stores it. The solver consumes each output several times per trip
-    (step, bracket, value by Taylor), so without this the Bregman series and the shift's
-    algebra would run ~4 times (one core, batch 1e5: ~25% faster, ~20% less compile time).
-    """
-    return tuple(x / one for x in xs)
 
 
 def derivs(consts, a):
