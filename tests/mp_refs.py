@@ -101,23 +101,30 @@ def cat_log_bc(p, q, a):
         return mp.log(s) if s > 0 else -mp.inf
 
 
+def golden_section(f, a, b, steps):
+    """``steps`` golden-section steps towards the max of a unimodal ``f`` on ``[a, b]``
+    (at the working precision): the final bracket ``(a, b)`` and ``f`` at its two inner
+    points ``(fc, fd)``."""
+    g = (mp.sqrt(5) - 1) / 2
+    c, d = b - g * (b - a), a + g * (b - a)
+    fc, fd = f(c), f(d)
+    for _ in range(steps):
+        if fc > fd:
+            b, d, fd = d, c, fc
+            c = b - g * (b - a)
+            fc = f(c)
+        else:
+            a, c, fc = c, d, fd
+            d = a + g * (b - a)
+            fd = f(d)
+    return a, b, fc, fd
+
+
 def maximise(f, lo=0, hi=1):
     """Max of a concave function on [lo, hi] to ~30 digits: golden search + findroot."""
     with mp.workdps(DPS):
         lo, hi = mp.mpf(lo), mp.mpf(hi)
-        g = (mp.sqrt(5) - 1) / 2
-        a, b = lo, hi
-        c, d = b - g * (b - a), a + g * (b - a)
-        fc, fd = f(c), f(d)
-        for _ in range(120):
-            if fc > fd:
-                b, d, fd = d, c, fc
-                c = b - g * (b - a)
-                fc = f(c)
-            else:
-                a, c, fc = c, d, fd
-                d = a + g * (b - a)
-                fd = f(d)
+        a, b, _, _ = golden_section(f, lo, hi, 120)
         x = (a + b) / 2
         if lo < x - mp.mpf(10) ** -8 and x + mp.mpf(10) ** -8 < hi:
             try:

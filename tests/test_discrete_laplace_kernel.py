@@ -183,19 +183,7 @@ def _mp_chernoff(pair):
     ~1e-50), and the information, quadratic in that error, to ~1e-32 relative."""
     with mp.workdps(50):
         f = lambda t: -_mp_log_c(*pair, t)  # noqa: E731
-        g = (mp.sqrt(5) - 1) / 2
-        lo, hi = mp.mpf(0), mp.mpf(1)
-        c, d = hi - g * (hi - lo), lo + g * (hi - lo)
-        fc, fd = f(c), f(d)
-        for _ in range(160):
-            if fc > fd:
-                hi, d, fd = d, c, fc
-                c = hi - g * (hi - lo)
-                fc = f(c)
-            else:
-                lo, c, fc = c, d, fd
-                d = lo + g * (hi - lo)
-                fd = f(d)
+        lo, hi, fc, fd = mp_refs.golden_section(f, mp.mpf(0), mp.mpf(1), 160)
         return max(fc, fd), (lo + hi) / 2
 
 

@@ -11,6 +11,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import mp_refs
 import mpmath as mp
 import numpy as np
 import pytest
@@ -131,19 +132,7 @@ def mp_sup(f, lo, hi, grid=101, iters=120):
     xs = [lo + (hi - lo) * mp.mpf(i) / (grid - 1) for i in range(grid)]
     vals = [f(x) for x in xs]
     i = max(range(grid), key=lambda j: vals[j])
-    a, b = xs[max(i - 1, 0)], xs[min(i + 1, grid - 1)]
-    g = (mp.sqrt(5) - 1) / 2
-    c, d = b - g * (b - a), a + g * (b - a)
-    fc, fd = f(c), f(d)
-    for _ in range(iters):
-        if fc > fd:
-            b, d, fd = d, c, fc
-            c = b - g * (b - a)
-            fc = f(c)
-        else:
-            a, c, fc = c, d, fd
-            d = a + g * (b - a)
-            fd = f(d)
+    a, b, fc, fd = mp_refs.golden_section(f, xs[max(i - 1, 0)], xs[min(i + 1, grid - 1)], iters)
     best = max([vals[i], fc, fd, f(a), f(b)])
     arg = xs[i] if best == vals[i] else (a + b) / 2
     return best, arg
