@@ -35,61 +35,49 @@ import _harness as H
 HERE = Path(__file__).resolve().parent
 
 
-def _run(cmd: list[str], log: list, timeout: float | None = None) -> int:
-    print("$ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd), flush=True)
+def _run(cmd: list[str], log: list, timeout: float | None = None, cpu: int | None = None) -> int:
+    """Run ``cmd`` and log it; with ``cpu``, pinned there with single-threaded XLA (a step
+    of :func:`_lane`)."""
+    where = "" if cpu is None else f"  (in the background, on CPU {cpu})"
+    print("$ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd) + where, flush=True)
+    extra = {}
+    if cpu is not None:
+        env = dict(os.environ)
+        flags = env.get("XLA_FLAGS", "")
+        if "intra_op_parallelism_threads" not in flags:
+            env["XLA_FLAGS"] = (flags + " " + H.ONE_CORE_XLA_FLAGS).strip()
+        extra = {"env": env, "preexec_fn": lambda: os.sched_setaffinity(0, {cpu})}
     t = time.perf_counter()
+    proc = subprocess.Popen(cmd, cwd=H.REPO, **extra)
     try:
-        rc = subprocess.call(cmd, cwd=H.REPO, timeout=timeout)
+        rc = proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
         print(f"  -> killed after {timeout:.0f} s (partial results kept)", flush=True)
         rc = 124
     dt = time.perf_counter() - t
-    log.append({"command": " ".join(cmd[1:]), "rc": rc, "seconds": dt})
-    print(f"  -> exit {rc} in {dt:.1f} s", flush=True)
+    entry = {"command": " ".join(cmd[1:]), "rc": rc, "seconds": dt}
+    if cpu is not None:
+        entry.update(background=True, cpu=cpu)
+    log.append(entry)
+    print(
+        f"  -> {'background step ' if cpu is not None else ''}exit {rc} in {dt:.1f} s", flush=True
+    )
     return rc
 
 
 def _lane(cmds: list[list[str]], cpu: int, log: list, timeout: float | None):
-    """Run ``cmds`` one after another pinned to ``cpu`` (single-threaded XLA), in a thread
-    beside the main sequence; :func:`_join` waits for it. Each is logged like ``_run``."""
-    env = dict(os.environ)
-    flags = env.get("XLA_FLAGS", "")
-    if "intra_op_parallelism_threads" not in flags:
-        env["XLA_FLAGS"] = (flags + " " + H.ONE_CORE_XLA_FLAGS).strip()
+    """Start a thread that runs ``cmds`` one after another on ``cpu`` (:func:`_run`), beside
+    the main sequence; ``join()`` it."""
 
     def run_all():
         for cmd in cmds:
-            print(f"$ {' '.join(cmd[1:])}  (in the background, on CPU {cpu})", flush=True)
-            t = time.perf_counter()
-            proc = subprocess.Popen(
-                cmd, cwd=H.REPO, env=env, preexec_fn=lambda: os.sched_setaffinity(0, {cpu})
-            )
-            try:
-                rc = proc.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-                print(f"  -> background step killed after {timeout:.0f} s", flush=True)
-                rc = 124
-            dt = time.perf_counter() - t
-            log.append(
-                {
-                    "command": " ".join(cmd[1:]),
-                    "rc": rc,
-                    "seconds": dt,
-                    "background": True,
-                    "cpu": cpu,
-                }
-            )
-            print(f"  -> background step exit {rc} in {dt:.1f} s", flush=True)
+            _run(cmd, log, timeout, cpu)
 
     thread = threading.Thread(target=run_all, daemon=True)
     thread.start()
     return thread
-
-
-def _join(thread) -> None:
-    thread.join()
 
 
 def _spare_cpu() -> int | None:
@@ -515,7 +503,7 @@ def main(argv=None) -> int:
         if calibrate is not None:
             _run(calibrate, steps, args.step_timeout)
     if lane is not None:
-        _join(lane)
+        lane.join()
     if sweep is not None:  # all cores: after everything else
         _run(sweep, steps, args.step_timeout)
     wall = time.perf_counter() - started
