@@ -82,26 +82,59 @@ def block(x):
     return jax.block_until_ready(x)
 
 
-def compile_jit(fn, *args, **jit_kwargs):
+_cache_hits: list[str] = []  # one entry per executable JAX loaded from its persistent cache
+
+
+def _count_cache_hits(event: str, **_kw) -> None:
+    if event == "/jax/compilation_cache/cache_hits":
+        _cache_hits.append(event)
+
+
+_listening = False
+
+
+def compile_jit(fn, *args, reload: bool = False, **jit_kwargs):
     """Jit ``fn`` afresh, trace+lower and compile for ``args``; return timings and executable.
 
+    With ``reload=True`` and JAX's persistent compilation cache enabled
+    (``jaxdp.enable_compile_cache``), it then drops JAX's in-memory caches and traces,
+    lowers and compiles once more: what a later process pays when the executable is on disk.
+
     Returns:
-      ``(compiled, {"trace_lower_s": ..., "compile_s": ...})``. The executable is called as
-      ``compiled(*args)``.
+      ``(compiled, timings)``: the executable (called as ``compiled(*args)``) and a dict
+      with ``trace_lower_s``, ``compile_s``, ``cold_cache_hits`` (executables the first
+      compile took from the persistent cache; 0 for a true compile) and, with ``reload``,
+      ``reload_s`` (trace+lower+load) and ``reload_cache_hits``.
     """
     import jax
 
     import jaxdp
 
+    global _listening
+    if not _listening:
+        jax.monitoring.register_event_listener(_count_cache_hits)
+        _listening = True
     if jax.default_backend() == "cpu":  # what jaxdp's own entry points compile with
         jit_kwargs.setdefault("compiler_options", jaxdp.CPU_COMPILER_OPTIONS)
-    jitted = jax.jit(fn, **jit_kwargs)
+    hits = len(_cache_hits)
     t0 = time.perf_counter()
-    lowered = jitted.lower(*args)
+    lowered = jax.jit(fn, **jit_kwargs).lower(*args)
     t1 = time.perf_counter()
     compiled = lowered.compile()
     t2 = time.perf_counter()
-    return compiled, {"trace_lower_s": t1 - t0, "compile_s": t2 - t1}
+    out = {
+        "trace_lower_s": t1 - t0,
+        "compile_s": t2 - t1,
+        "cold_cache_hits": len(_cache_hits) - hits,
+    }
+    if reload and jax.config.jax_compilation_cache_dir:
+        jax.clear_caches()
+        hits = len(_cache_hits)
+        t0 = time.perf_counter()
+        jax.jit(fn, **jit_kwargs).lower(*args).compile()
+        out["reload_s"] = time.perf_counter() - t0
+        out["reload_cache_hits"] = len(_cache_hits) - hits
+    return compiled, out
 
 
 def time_call(fn, *args, repeats: int = 5, min_sample_s: float = 0.02, max_inner: int = 1000):

@@ -163,6 +163,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                         rb,
                         rb / ra if ra and rb else None,
                         (a["trace_lower_s"] + a["compile_s"]) if a else None,
+                        a.get("reload_s") if a else None,
                         a["iterations_max"] if a else None,
                     ]
                 )
@@ -175,6 +176,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                     "float32 (x64 off)",
                     "f32/f64",
                     "trace+compile s (f64)",
+                    "from disk cache s",
                     "Newton trips",
                 ],
                 rows,

@@ -12,6 +12,7 @@ from jaxdp.calibrate import CalibrationResult, calibrate
 from jaxdp.chernoff import ChernoffResult, chernoff
 from jaxdp.classification import ErrorExponentEstimate, simulate_error_exponent
 from jaxdp.coefficient import log_bc
+from jaxdp.compile_cache import default_compile_cache_dir, enable_compile_cache
 from jaxdp.composition import CompositionResult, compose
 from jaxdp.conversions import (
     max_chernoff_eps_dp,
@@ -69,6 +70,8 @@ __all__ = [
     "calibrate",
     "chernoff",
     "compose",
+    "default_compile_cache_dir",
+    "enable_compile_cache",
     "hellinger",
     "kl",
     "load_sweep",

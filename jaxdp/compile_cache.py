@@ -1,0 +1,85 @@
+"""Opt-in persistent compilation cache for jaxdp's compiled solvers.
+
+XLA:CPU takes 1-4 s to compile one jaxdp entry point for one batch shape (``chernoff`` on
+Laplace pairs ~1.3 s, discrete Laplace ~3 s; ``benchmarks/kernels.py`` measures it), most
+of it in LLVM and XLA's fusion emitters. JAX's persistent compilation cache writes each
+executable to disk; a later process that traces the same computation loads it instead, in
+~0.1 s. The cache is process-wide JAX configuration, so the library never turns it on by
+itself: call :func:`enable_compile_cache`, or use the ``jaxdp`` command line, which enables
+it (see its ``--help``).
+
+The cache is trusted code: anyone who can write to the directory can make your JAX process
+run code of theirs. The default directory is private to the user (mode 0700).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+import os
+import platform
+
+__all__ = ["default_compile_cache_dir", "enable_compile_cache"]
+
+
+def _host_tag() -> str:
+    """Short hash of what a cached executable depends on beyond the computation itself:
+    the jax/jaxlib versions and, for XLA:CPU code, the host CPU's instruction sets (a home
+    directory shared across a cluster must not hand AVX-512 code to an older node)."""
+    import jax
+    import jaxlib
+
+    parts = [jax.__version__, getattr(jaxlib, "__version__", ""), platform.machine()]
+    try:
+        with open("/proc/cpuinfo") as f:
+            parts += sorted({line for line in f if line.startswith(("flags", "Features"))})
+    except OSError:  # not Linux: the processor name is the best portable stand-in
+        parts.append(platform.processor())
+    return hashlib.sha256("\n".join(parts).encode()).hexdigest()[:12]
+
+
+def default_compile_cache_dir() -> str:
+    """``$XDG_CACHE_HOME/jaxdp/xla-<host>`` (``~/.cache`` when unset), where ``<host>``
+    hashes the jax/jaxlib versions and the CPU's instruction sets."""
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return os.path.join(base, "jaxdp", f"xla-{_host_tag()}")
+
+
+def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_time_s=0.0) -> str:
+    """Turn on JAX's persistent compilation cache for this process, in ``path``.
+
+    Args:
+      path: directory for the compiled executables (created, mode 0700, if missing);
+        default :func:`default_compile_cache_dir`. An explicit path is used as given: do
+        not share it between machines with different CPUs.
+      min_compile_time_s: cache only executables whose compilation took at least this
+        long (JAX's own default is 1 s, which skips some of jaxdp's kernels).
+
+    Returns:
+      The directory in use.
+
+    Raises:
+      ValueError: ``path`` cannot be created or is not a writable directory, or
+        ``min_compile_time_s`` is negative or not finite.
+    """
+    import jax
+    from jax.experimental.compilation_cache import compilation_cache as cc
+
+    t = float(min_compile_time_s)
+    if not math.isfinite(t) or t < 0:
+        raise ValueError(f"min_compile_time_s must be finite and >= 0, got {min_compile_time_s!r}")
+    path = default_compile_cache_dir() if path is None else os.fspath(path)
+    if not path:
+        raise ValueError("path must be a directory, got an empty string")
+    path = os.path.abspath(os.path.expanduser(path))
+    try:
+        os.makedirs(path, mode=0o700, exist_ok=True)
+    except OSError as e:
+        raise ValueError(f"path: cannot create compile cache directory {path!r}: {e}") from None
+    if not os.path.isdir(path) or not os.access(path, os.W_OK | os.X_OK):
+        raise ValueError(f"path: {path!r} is not a writable directory")
+    if jax.config.jax_compilation_cache_dir != path:
+        cc.set_cache_dir(path)
+        cc.reset_cache()  # JAX opens its cache once per process; reopen it at the new path
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", t)
+    return path

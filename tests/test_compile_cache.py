@@ -1,0 +1,111 @@
+"""The opt-in persistent compilation cache (``jaxdp.enable_compile_cache``) and the CLI's use
+of it. Enabling the cache is process-wide JAX configuration, so every test that enables it
+runs in a subprocess; the in-process tests only check errors raised before anything is set.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import jax
+import pytest
+
+import jaxdp as jd
+from jaxdp.cli import main
+
+pytestmark = pytest.mark.slow  # subprocesses, each compiling the Laplace solver once
+
+# Enables the cache in `sys.argv[1]`, solves three Laplace pairs and prints the results
+# (repr, every digit) and how many executables came from the cache.
+_PROGRAM = """
+import sys
+import jax
+jax.config.update("jax_enable_x64", True)
+import jaxdp as jd
+hits = []
+jax.monitoring.register_event_listener(
+    lambda event, **kw: hits.append(event) if event == "/jax/compilation_cache/cache_hits" else None
+)
+print(jd.enable_compile_cache(sys.argv[1]))
+r = jd.chernoff(jd.Laplace(0.0, jax.numpy.array([1.0, 2.0, 0.5])), jd.Laplace(1.0, 1.5))
+print(repr(r.information.tolist()), repr(r.alpha.tolist()))
+print(len(hits))
+"""
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("JAXDP_COMPILE_CACHE", None)
+    env.pop("JAX_COMPILATION_CACHE_DIR", None)
+    root = str(Path(jd.__file__).resolve().parent.parent)
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
+    env["JAX_PLATFORMS"] = "cpu"
+    env.update(extra)
+    return env
+
+
+def _python(*args: str, **env: str) -> list[str]:
+    proc = subprocess.run(
+        [sys.executable, *args], env=_env(**env), capture_output=True, text=True, timeout=240
+    )
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.splitlines()
+
+
+def test_second_process_loads_the_solver_from_the_cache(tmp_path):
+    cache = tmp_path / "cache"
+    first = _python("-c", _PROGRAM, str(cache))
+    assert first[0] == str(cache)
+    assert any(cache.iterdir())
+    second = _python("-c", _PROGRAM, str(cache))
+    assert int(second[2]) > int(first[2])
+    assert second[1] == first[1]  # the loaded executable computes the same bits
+
+
+def test_cli_uses_the_default_directory_unless_told_not_to(tmp_path):
+    cmd = ("-m", "jaxdp.cli", "chernoff", "laplace", "--epsilon", "1", "--json")
+    _python("-m", "jaxdp.cli", "--no-compile-cache", *cmd[2:], XDG_CACHE_HOME=str(tmp_path))
+    assert not (tmp_path / "jaxdp").exists()
+    _python(*cmd, XDG_CACHE_HOME=str(tmp_path / "x"), JAXDP_COMPILE_CACHE="off")
+    assert not (tmp_path / "x").exists()
+    _python(*cmd, XDG_CACHE_HOME=str(tmp_path))
+    (d,) = (tmp_path / "jaxdp").iterdir()
+    assert d.name.startswith("xla-") and any(d.iterdir())
+    assert d.stat().st_mode & 0o077 == 0  # private to the user: the cache is trusted code
+    assert (
+        str(d)
+        == _python(
+            "-c",
+            "import jaxdp; print(jaxdp.default_compile_cache_dir())",
+            XDG_CACHE_HOME=str(tmp_path),
+        )[0]
+    )
+
+
+def test_bad_arguments_are_refused_before_anything_is_set(tmp_path):
+    before = jax.config.jax_compilation_cache_dir
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    with pytest.raises(ValueError, match="path"):
+        jd.enable_compile_cache(not_a_dir)
+    with pytest.raises(ValueError, match="path"):
+        jd.enable_compile_cache(not_a_dir / "sub")
+    with pytest.raises(ValueError, match="path"):
+        jd.enable_compile_cache("")
+    for t in (-1.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="min_compile_time_s"):
+            jd.enable_compile_cache(tmp_path, min_compile_time_s=t)
+    assert jax.config.jax_compilation_cache_dir == before
+
+
+def test_cli_reports_an_unusable_cache_variable_in_one_line(tmp_path, monkeypatch, capsys):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("")
+    monkeypatch.setenv("JAXDP_COMPILE_CACHE", str(not_a_dir))
+    assert main(["chernoff", "laplace", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("jaxdp: error: JAXDP_COMPILE_CACHE: ")
+    assert str(not_a_dir) in err[0]
