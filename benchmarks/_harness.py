@@ -386,7 +386,18 @@ def _git_commit() -> str | None:
         )
         if out.returncode == 0:
             dirty = subprocess.run(
-                ["git", "-C", str(REPO), "status", "--porcelain", "--untracked-files=no"],
+                # the results being written by this very run do not make the code dirty
+                [
+                    "git",
+                    "-C",
+                    str(REPO),
+                    "status",
+                    "--porcelain",
+                    "--untracked-files=no",
+                    "--",
+                    ".",
+                    ":(exclude)benchmarks/results",
+                ],
                 capture_output=True,
                 text=True,
                 timeout=5,

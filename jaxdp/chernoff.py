@@ -463,8 +463,16 @@ def _chernoff_dispatch(P, Q, method, max_steps):
     n_chunks = -(-size // chunk_size)
     Pf, Qf = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), (P, Q))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
-    zeros = jnp.zeros(size, dtype)
-    out = ChernoffResult(zeros, zeros, zeros, jnp.zeros(size, bool), jnp.zeros(size, jnp.int32))
+    # Every element is overwritten. Three different fill values, because one shared
+    # broadcast would be copied into each loop-carried buffer (a slow copy kernel per
+    # buffer: ~0.35 ms per call at batch 1e5, ~8% of a Gaussian batch).
+    out = ChernoffResult(
+        jnp.full(size, jnp.nan, dtype),
+        jnp.full(size, 0.5, dtype),
+        jnp.zeros(size, dtype),
+        jnp.zeros(size, bool),
+        jnp.zeros(size, jnp.int32),
+    )
 
     def chunk(i, out):
         start = jnp.minimum(i * chunk_size, size - chunk_size)
