@@ -4,9 +4,13 @@ Usage (pin to one core; run it at two commits, alternating, to compare)::
 
     taskset -c 0 python benchmarks/kernels.py [--n 100000] [--families Laplace,Gaussian]
 
-XLA:CPU compiles every fused kernel separately (~15-20 ms each on one core), so the count of
-``fusion`` instructions in the optimised HLO sets most of the compile time. Prints one line
-per family: kernels, trace s, compile s, ns per pair (median of 5), max Newton trips.
+XLA:CPU compiles every fused kernel separately, so the count of ``fusion`` instructions in
+the optimised HLO sets most of the compile time. Prints one line per family: kernels, trace
+s, compile s, ns per pair (median of 5), max Newton trips.
+
+``--fusion-cost`` instead compiles synthetic elementwise programs (k independent kernels of
+n chained operations each, on 4096 float64 elements) and prints the best of three compile
+times for each: what one fused kernel and one operation in it cost XLA:CPU here.
 """
 
 from __future__ import annotations
@@ -57,12 +61,49 @@ def _problem(name, n, key):
     raise ValueError(f"unknown family {name!r}; choose from {', '.join(FAMILIES)}")
 
 
+def _synthetic(kernels: int, ops: int):
+    """``kernels`` independent outputs, each a chain of ``ops`` multiply-adds (an ``exp``
+    every tenth step): XLA fuses each chain into one kernel of ~2 * ops HLO operations."""
+
+    def chain(x):
+        for i in range(ops):
+            x = x * 1.0001 + 0.5
+            if i % 10 == 0:
+                x = jnp.exp(-x) + x
+        return x
+
+    return lambda x: [chain(x + j) for j in range(kernels)]
+
+
+def fusion_cost() -> None:
+    x = jnp.linspace(0.1, 1.0, 4096)
+    for kernels, ops in ((1, 50), (1, 400), (1, 1600), (10, 5), (40, 5), (80, 5), (10, 80)):
+        fn = _synthetic(kernels, ops)
+        times = []
+        for _ in range(3):
+            jax.clear_caches()
+            lowered = jax.jit(fn, compiler_options=jd.CPU_COMPILER_OPTIONS).lower(x)
+            t = time.perf_counter()
+            compiled = lowered.compile()
+            times.append(time.perf_counter() - t)
+        found = len(re.findall(r"= \S+ fusion\(", compiled.as_text()))
+        print(
+            f"{kernels:3d} kernels x {ops:5d} steps  fusions {found:3d}  "
+            f"compile {min(times):.3f} s",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--families", default="Laplace,Gaussian")
+    ap.add_argument("--fusion-cost", action="store_true", help="compile cost of synthetic kernels")
     args = ap.parse_args()
     jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # warm up XLA itself
+    if args.fusion_cost:
+        fusion_cost()
+        return
     for name in args.families.split(","):
         fn, xs = _problem(name, args.n, jax.random.PRNGKey(0))
         t0 = time.perf_counter()
