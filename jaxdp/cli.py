@@ -11,7 +11,9 @@ Compile cache: the CLI turns on JAX's persistent compilation cache (see
 ``$JAXDP_COMPILE_CACHE`` if set (``off`` disables it), else JAX's own
 ``$JAX_COMPILATION_CACHE_DIR`` if set, else :func:`jaxdp.default_compile_cache_dir`; the flag
 ``--no-compile-cache`` disables it for one run. An unusable default directory only means no
-cache; an unusable ``$JAXDP_COMPILE_CACHE`` is an error.
+cache; an unusable ``$JAXDP_COMPILE_CACHE`` is an error. Entries JAX cannot read (cut short
+by a process killed while writing them) are deleted after the run, with a one-line note,
+instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing`).
 
 Errors: any ``ValueError``/``TypeError``/``OSError`` raised while parsing or running a command
 is printed as a single line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback.
@@ -87,9 +89,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        if not args.no_compile_cache:
-            _compile_cache()
-        return int(args._run(args) or 0)
+        cache = None if args.no_compile_cache else _compile_cache()
+        if cache is None:
+            return int(args._run(args) or 0)
+        from jaxdp.compile_cache import repairing
+
+        with repairing(cache) as damaged:
+            status = int(args._run(args) or 0)
+        if damaged:
+            names = ", ".join(sorted(damaged))
+            print(
+                f"jaxdp: note: removed unreadable compile-cache entries for {names} from {cache}",
+                file=sys.stderr,
+            )
+        return status
     except KeyboardInterrupt:
         return _fail("interrupted")
     except (ValueError, TypeError, OSError, KeyError) as e:
@@ -97,25 +110,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _fail(msg)
 
 
-def _compile_cache() -> None:
+def _compile_cache() -> str | None:
+    """Turn on the persistent compilation cache as documented above; return its directory
+    (``None``: no cache, or the user's own JAX cache, which is left alone)."""
     import jax
 
     from jaxdp.compile_cache import enable_compile_cache
 
     env = os.environ.get(CACHE_ENV)
     if env is not None:
-        if env.strip().lower() not in ("", "0", "off", "no", "false"):
-            try:
-                enable_compile_cache(env)
-            except ValueError as e:
-                raise ValueError(f"{CACHE_ENV}: {str(e).removeprefix('path: ')}") from None
-        return
+        if env.strip().lower() in ("", "0", "off", "no", "false"):
+            return None
+        try:
+            return enable_compile_cache(env)
+        except ValueError as e:
+            raise ValueError(f"{CACHE_ENV}: {str(e).removeprefix('path: ')}") from None
     if jax.config.jax_compilation_cache_dir:  # the user's own JAX cache settings stand
-        return
+        return None
     try:
-        enable_compile_cache()
+        return enable_compile_cache()
     except ValueError:  # no writable cache directory: run without one
-        pass
+        return None
 
 
 if __name__ == "__main__":

@@ -14,10 +14,15 @@ run code of theirs. The default directory is private to the user (mode 0700).
 
 from __future__ import annotations
 
+import contextlib
+import glob
 import hashlib
 import math
 import os
 import platform
+import re
+import warnings
+from collections.abc import Iterator
 
 __all__ = ["default_compile_cache_dir", "enable_compile_cache"]
 
@@ -83,3 +88,37 @@ def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_t
         cc.reset_cache()  # JAX opens its cache once per process; reopen it at the new path
     jax.config.update("jax_persistent_cache_min_compile_time_secs", t)
     return path
+
+
+_UNREADABLE = re.compile(r"Error reading persistent compilation cache entry for '([^']+)'")
+
+
+@contextlib.contextmanager
+def repairing(path: str) -> Iterator[set[str]]:
+    """Within the block, JAX's warnings about cache entries it cannot read are collected
+    instead of shown, and afterwards every entry of those computations is deleted from
+    ``path``; yields the set of their names (filled when the block ends).
+
+    JAX writes an entry in place and never rewrites one that exists, so an entry cut short
+    (a process killed while writing it, two processes writing it at once) would otherwise
+    be warned about, and recompiled, on every later run. Other warnings pass through.
+    """
+    damaged: set[str] = set()
+    shown = warnings.showwarning
+
+    def show(message, category, filename, lineno, file=None, line=None):
+        m = _UNREADABLE.match(str(message))
+        if m is None:
+            shown(message, category, filename, lineno, file, line)
+        else:
+            damaged.add(m.group(1))
+
+    warnings.showwarning = show
+    try:
+        yield damaged
+    finally:
+        warnings.showwarning = shown
+        for name in damaged:  # module names are identifiers: "<name>-<hash>-cache/-atime"
+            for entry in glob.glob(os.path.join(glob.escape(path), glob.escape(name) + "-*")):
+                with contextlib.suppress(OSError):
+                    os.remove(entry)

@@ -47,10 +47,14 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
-def _python(*args: str, **env: str) -> list[str]:
-    proc = subprocess.run(
+def _run(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
         [sys.executable, *args], env=_env(**env), capture_output=True, text=True, timeout=240
     )
+
+
+def _python(*args: str, **env: str) -> list[str]:
+    proc = _run(*args, **env)
     assert proc.returncode == 0, proc.stderr
     return proc.stdout.splitlines()
 
@@ -83,6 +87,48 @@ def test_cli_uses_the_default_directory_unless_told_not_to(tmp_path):
             XDG_CACHE_HOME=str(tmp_path),
         )[0]
     )
+
+
+def test_cli_deletes_an_entry_cut_short_instead_of_warning_forever(tmp_path):
+    cmd = ("-m", "jaxdp.cli", "chernoff", "laplace", "--epsilon", "1", "--json")
+    cache = tmp_path / "c"
+    first = _python(*cmd, JAXDP_COMPILE_CACHE=str(cache))
+    solver = sorted(cache.glob("jit__chernoff_dispatch-*-cache"))
+    assert len(solver) == 1
+    data = solver[0].read_bytes()
+    solver[0].write_bytes(data[: len(data) // 2])  # a write cut short
+    proc = _run(*cmd, JAXDP_COMPILE_CACHE=str(cache))
+    assert proc.returncode == 0
+    assert proc.stdout.splitlines() == first  # recompiled: same answer
+    (note,) = proc.stderr.strip().splitlines()  # one line, no UserWarning
+    assert note.startswith("jaxdp: note: removed unreadable compile-cache entries for ")
+    assert "jit__chernoff_dispatch" in note
+    assert not solver[0].exists()
+    _python(*cmd, JAXDP_COMPILE_CACHE=str(cache))  # stores a whole entry again
+    assert solver[0].exists()
+    again = _run(*cmd, JAXDP_COMPILE_CACHE=str(cache))
+    assert again.returncode == 0 and again.stderr == ""  # read back without complaint
+
+
+def test_other_warnings_pass_through_repairing(tmp_path):
+    import warnings
+
+    from jaxdp.compile_cache import repairing
+
+    keep = tmp_path / "jit_g-0-cache"
+    drop = tmp_path / "jit_f-abc-cache"
+    keep.write_bytes(b"x")
+    drop.write_bytes(b"x")
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        with repairing(str(tmp_path)) as damaged:
+            warnings.warn(
+                "Error reading persistent compilation cache entry for 'jit_f': bad", stacklevel=1
+            )
+            warnings.warn("something else", stacklevel=1)
+    assert damaged == {"jit_f"}
+    assert [str(w.message) for w in seen] == ["something else"]
+    assert keep.exists() and not drop.exists()
 
 
 def test_bad_arguments_are_refused_before_anything_is_set(tmp_path):
