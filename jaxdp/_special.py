@@ -437,7 +437,7 @@ def stored(a, *xs):
     XLA:CPU fuses a chain of cheap elementwise operations into every consumer and recomputes
     it there (it has no multi-output fusion), but computes a division, which it counts as
     expensive, once and stores it. The solver consumes each output of a kernel's
-    ``value_derivs`` several times per trip (step, bracket, value by Taylor), so without this
+    ``value_derivs`` several times per trip (step, bracket, stopping test), so without this
     the kernel's algebra runs several times per trip (one core, batch 1e5: discrete Laplace
     ~25% faster and ~20% less compile time, Laplace ~10% faster for two more kernels).
     """

@@ -19,10 +19,10 @@ closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic
 then runs only if some pair needs polishing), the pure-scale optimum
 :math:`1/\rho - 1/(e^\rho - 1)` blended with the kink :math:`b_1/(b_1 + b_2)` of the shift
 term for (discrete) Laplace pairs (at most two Halley steps in float64, one in float32, on
-wide random continuous pairs), 1/2 otherwise. Each evaluation computes the value and the
-derivatives together (hand-written where autodiff would be slow or cancel); the last small
-step is taken without another evaluation, the value following by Taylor's formula, and the
-certificate :math:`f'` is measured at the returned :math:`\alpha`. ``method="optax"`` runs
+wide random continuous pairs), 1/2 otherwise. The loop evaluates only derivatives
+(hand-written where autodiff would be slow or cancel); the last small step is taken without
+another trip, and the value and the certificate :math:`f'` are then evaluated once, at the
+returned :math:`\alpha`. ``method="optax"`` runs
 ``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
 comparison.
 
@@ -154,15 +154,17 @@ def _newton(P, Q, shape, dtype, max_steps):
     r"""Safeguarded Newton (Halley where the kernel supplies a third derivative) on
     :math:`f'`, from the kernel's initial guess, in one loop.
 
-    Every trip evaluates ``log C`` and its derivatives at one point (the first trip at the
+    Every trip evaluates the derivatives of ``log C`` at one point (the first trip at the
     initial guess, or at the end point the endpoint test selected) and shrinks the bracket.
     It stops once the *next* step ``s`` is at most ``tol * min(alpha, 1 - alpha)``, with
     ``tol = sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error
-    left after taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. The step
-    is then taken without another evaluation, the value corrected by the Taylor polynomial
-    :math:`\log C(a + s) = \log C + s\,\ell' + s^2\ell''/2\;(+\,s^3\ell^{(3)}/6)`. The reported
-    derivative (the certificate) is :math:`f'` measured at the returned alpha, where it
-    must satisfy :math:`|f'| \le \sqrt{\epsilon}\,|f''|`.
+    left after taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. For kernels
+    with a one-pass ``value_derivs`` the step is then taken without another trip, and the
+    value and the certificate :math:`f'` are evaluated at the returned alpha (the value once
+    per pair, not once per trip: on Laplace pairs, where the value needs its own ``log1p``
+    and series, that is ~25% of the run time in float64). The certificate must satisfy
+    :math:`|f'| \le \sqrt{\epsilon}\,|f''|`. Other kernels take one more trip to evaluate
+    the derivatives at the small step, then the value there.
     """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
@@ -193,41 +195,42 @@ def _newton(P, Q, shape, dtype, max_steps):
         # a float max is one fused reduction on XLA:CPU; a boolean any() is three kernels
         return jnp.max(jnp.where(mask, 1.0, 0.0).astype(dtype)) > 0
 
-    # Loop state: the point a, the next step s (nan: none), the value at a + s predicted by
-    # Taylor's formula, f'(a), f''(a), the bracket [lo, hi], and a status number (the
-    # iteration count, + 1/2 once done, + 1/4 while a small step is pending). On XLA:CPU,
-    # which has no multi-output fusion, every loop-carried array that changes costs one
-    # compiled kernel (~20 ms of compile time), so the state is kept this small.
+    # Loop state: the point a, the next step s (nan: none), f'(a), f''(a), the bracket
+    # [lo, hi], and a status number (the iteration count, + 1/2 once done, + 1/4 while a
+    # small step is pending). On XLA:CPU, which has no multi-output fusion, every
+    # loop-carried array that changes costs one compiled kernel (~20 ms of compile time), so
+    # the state is kept this small. No value of log C is carried: the loop needs only the
+    # derivatives, and the value is computed once, at the returned alpha, in finish().
     def unpack(state):
-        a, s, vt, g, h, lo, hi, status = state
+        a, s, g, h, lo, hi, status = state
         it = jnp.floor(status)
         flags = status - it
         done = flags >= 0.5
-        return a, s, vt, g, h, lo, hi, it, done, flags - jnp.where(done, 0.5, 0.0) >= 0.25
+        return a, s, g, h, lo, hi, it, done, flags - jnp.where(done, 0.5, 0.0) >= 0.25
 
-    def pack(a, s, vt, g, h, lo, hi, it, done, pending):
+    def pack(a, s, g, h, lo, hi, it, done, pending):
         status = it + jnp.where(done, 0.5, 0.0) + jnp.where(pending, 0.25, 0.0)
-        return (a, s, vt, g, h, lo, hi, status)
+        return (a, s, g, h, lo, hi, status)
 
     def cond(carry):
         state, trip = carry
-        return (trip == 0) | (any_(state[7] - jnp.floor(state[7]) < 0.5) & (trip <= max_steps))
+        return (trip == 0) | (any_(state[6] - jnp.floor(state[6]) < 0.5) & (trip <= max_steps))
 
     def body(carry):
         # XLA would hoist every loop-invariant expression of the parameters out of the loop,
         # each into a kernel of its own (compile time), to save a few additions per trip:
         # the barrier makes the per-pair constants look loop-variant to it.
         (consts_, ends), (state, trip) = _barrier(((consts, at0 | at1), carry))
-        a, s, _, g, h, lo, hi, it, done, pending = unpack(state)
+        a, s, g, h, lo, hi, it, done, pending = unpack(state)
         first = trip == 0
         # the first trip sets the bracket and evaluates at the start (the end points only then)
         lo = jnp.where(first, 0.0, lo)
         hi = jnp.where(first, 1.0, hi)
         new = jnp.where(first | done, a, jnp.where(jnp.isnan(s), 0.5 * (lo + hi), a + s))
-        if one_pass:
-            nv, n1, n2, n3 = _value_derivs(P, Q, consts_, new)
-        else:  # the value only once, at the end (it costs as much as the derivatives)
-            (n1, n2), n3, nv = _grad2(P, Q, consts_, new), None, None
+        if one_pass:  # its value is unused here: XLA drops that part of the kernel
+            _, n1, n2, n3 = _value_derivs(P, Q, consts_, new)
+        else:
+            (n1, n2), n3 = _grad2(P, Q, consts_, new), None
         fresh = first | ~done
         ng, nh = -n1, -n2
         # f is concave: the optimum lies right of a where f'(a) > 0, left where f'(a) < 0.
@@ -241,33 +244,28 @@ def _newton(P, Q, shape, dtype, max_steps):
         # a done element keeps its step (it was computed from the same a, g, h, t)
         s = jnp.where(fresh, next_step(a, g, h, t, lo, hi), s)
         s = jnp.where(ends, jnp.nan, s)  # an end point is not polished
-        # log C at a + s by Taylor (f = -log C: v, -g, -h, -t); at a itself where no step
-        vt = state[2]
-        if one_pass:
-            st = jnp.where(jnp.isnan(s), 0.0, s)
-            vt = jnp.where(fresh, nv - st * (g + 0.5 * st * (h + st * t / 3.0)), vt)
         # (or the step is below the spacing of a: float32 with alpha* within ~1e-7 of 1)
         small = (jnp.abs(s) <= tol * jnp.minimum(a, 1 - a)) | (a + s == a)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
-        if one_pass:  # the small step is taken after the loop, by Taylor
-            return pack(a, s, vt, g, h, lo, hi, it, done | small | stop, pending), trip + 1
+        if one_pass:  # the small step is taken after the loop (see finish)
+            return pack(a, s, g, h, lo, hi, it, done | small | stop, pending), trip + 1
         # otherwise one more trip evaluates at the small step (alpha is then evaluated)
         done = done | stop | (pending & fresh)
-        return pack(a, s, vt, g, h, lo, hi, it, done, small & ~done), trip + 1
+        return pack(a, s, g, h, lo, hi, it, done, small & ~done), trip + 1
 
     def finish(state):
-        a, s, vt, g, h, _, _, it, done, _ = unpack(state)
+        a, s, g, h, _, _, it, done, _ = unpack(state)
         if one_pass:
             polish = ~jnp.isnan(s)
             alpha = jnp.where(polish, a + s, a)
-            value = vt
-            # The certificate is measured at alpha itself (first derivative only: the rest
-            # of the kernel's work is dead code there and XLA drops it), or is the one at
-            # hand where alpha moved by rounding only. Not behind a lax.cond on "none
-            # moved" for the closed-form starts: ~0.5% of random Gaussian pairs move by a few
-            # ulp, so every chunk took the branch, and the cond cost 5 kernels to compile.
+            # The value, and the certificate f', are measured at alpha itself (the second
+            # and third derivatives are dead code here and XLA drops them); the certificate
+            # is the one at hand where alpha moved by rounding only. Not behind a lax.cond
+            # on "none moved" for the closed-form starts: ~0.5% of random Gaussian pairs
+            # move by a few ulp, so every chunk took the branch, and the cond cost 5 kernels.
+            value, d1 = _value_derivs(P, Q, consts, alpha)[:2]
             moved = jnp.abs(alpha - a) > 4 * eps * jnp.abs(a)
-            g = jnp.where(moved, -_grad2(P, Q, consts, alpha)[0], g)
+            g = jnp.where(moved, -d1, g)
         else:
             alpha, value = a, raw_log_bc(P, Q, a)
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
@@ -276,7 +274,7 @@ def _newton(P, Q, shape, dtype, max_steps):
 
     zeros = jnp.zeros(shape, dtype)
     done0 = at0 | at1
-    carry = (pack(a0, zeros, zeros, zeros, zeros, zeros, zeros, zeros, done0, done0 & False), 0)
+    carry = (pack(a0, zeros, zeros, zeros, zeros, zeros, zeros, done0, done0 & False), 0)
     carry = lax.while_loop(cond, body, carry)
     return finish(carry[0])
 

@@ -151,9 +151,11 @@ def _derivs(consts, a, inv):
 
 
 def value_derivs(consts, a):
-    """``log C_a`` and its first two derivatives in ``a`` from the same constants."""
+    """``log C_a`` and its first two derivatives in ``a`` from the same constants (the
+    value stored once, see :func:`jaxdp._special.stored`: the solver reads it from several
+    outputs; inside its loop, where only the derivatives are used, XLA drops it)."""
     sc, c, _ = consts
     inv = 1.0 / ((1.0 - a) + a * sc.w)
     d1, d2 = _derivs(consts, a, inv)
     value = -0.5 * sp.mixture_gap_pre(a, sc) - c * a * (1.0 - a) * inv
-    return value, d1, d2
+    return sp.stored(a, value)[0], d1, d2
