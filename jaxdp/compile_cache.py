@@ -70,8 +70,11 @@ def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_t
     import jax
     from jax.experimental.compilation_cache import compilation_cache as cc
 
-    t = float(min_compile_time_s)
-    if not math.isfinite(t) or t < 0:
+    try:
+        t = float(min_compile_time_s)
+    except (TypeError, ValueError):
+        t = math.nan
+    if isinstance(min_compile_time_s, bool) or not math.isfinite(t) or t < 0:
         raise ValueError(f"min_compile_time_s must be finite and >= 0, got {min_compile_time_s!r}")
     path = default_compile_cache_dir() if path is None else os.fspath(path)
     if not path:

@@ -141,7 +141,7 @@ def test_bad_arguments_are_refused_before_anything_is_set(tmp_path):
         jd.enable_compile_cache(not_a_dir / "sub")
     with pytest.raises(ValueError, match="path"):
         jd.enable_compile_cache("")
-    for t in (-1.0, float("nan"), float("inf")):
+    for t in (-1.0, float("nan"), float("inf"), "soon", None, True):
         with pytest.raises(ValueError, match="min_compile_time_s"):
             jd.enable_compile_cache(tmp_path, min_compile_time_s=t)
     assert jax.config.jax_compilation_cache_dir == before
