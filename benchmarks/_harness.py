@@ -7,6 +7,7 @@ Nothing here imports JAX at module import time: :func:`pin_one_core` must be abl
 * :func:`compile_jit` — trace/lower and compile a jitted function separately from running it.
 * :func:`time_call` — warm-up, ``block_until_ready``, inner repetitions sized to a minimum
   sample time, median (and min/max) of several samples.
+* :func:`interleaved` — the same for several calls at once, in alternating rounds (ratios).
 * :func:`count_ops` — transcendental operations per element in the optimised HLO, split into
   the ``while`` loop body (per iteration) and the rest.
 * :func:`op_throughput` — measured elements/s of each elementwise transcendental op.
@@ -168,6 +169,28 @@ def time_call(fn, *args, repeats: int = 5, min_sample_s: float = 0.02, max_inner
         "samples_s": samples,
         "result": out,
     }
+
+
+def interleaved(calls, *, rounds: int = 9, min_sample_s: float = 0.02) -> list[float]:
+    """Median wall time per call of each ``(fn, args)`` in ``calls``, sampled in alternating
+    rounds (one sample of each per round, each the mean over enough back-to-back calls to
+    last about ``min_sample_s``), so that a slow spell of a shared machine hits all of them
+    alike: compare the ratios of the results."""
+    inners = []
+    for fn, args in calls:
+        t0 = time.perf_counter()
+        block(fn(*args))
+        first = time.perf_counter() - t0
+        inners.append(int(max(1, math.ceil(min_sample_s / max(first, 1e-9)))))
+    samples = [[] for _ in calls]
+    for _ in range(rounds):
+        for (fn, args), inner, out in zip(calls, inners, samples, strict=True):
+            t0 = time.perf_counter()
+            for _ in range(inner):
+                result = fn(*args)
+            block(result)
+            out.append((time.perf_counter() - t0) / inner)
+    return [statistics.median(s) for s in samples]
 
 
 def time_python(fn, *, repeats: int = 3):
