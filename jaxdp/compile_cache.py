@@ -3,8 +3,9 @@
 XLA:CPU takes 1-4 s to compile one jaxdp entry point for one batch shape (``chernoff`` on
 Laplace pairs ~1.3 s, discrete Laplace ~3 s; ``benchmarks/kernels.py`` measures it), most
 of it in LLVM and XLA's fusion emitters. JAX's persistent compilation cache writes each
-executable to disk; a later process that traces the same computation loads it instead, in
-~0.1 s. The cache is process-wide JAX configuration, so the library never turns it on by
+executable to disk; a later process that traces the same computation loads it instead and
+pays 0.2-0.8 s in all, mostly Python tracing (the ``from disk cache s`` column of
+``benchmarks/bench_speed.py``). The cache is process-wide JAX configuration, so the library never turns it on by
 itself: call :func:`enable_compile_cache`, or use the ``jaxdp`` command line, which enables
 it (see its ``--help``).
 
