@@ -5,9 +5,9 @@ Laplace pairs ~1.3 s, discrete Laplace ~3 s; ``benchmarks/kernels.py`` measures 
 of it in LLVM and XLA's fusion emitters. JAX's persistent compilation cache writes each
 executable to disk; a later process that traces the same computation loads it instead and
 pays 0.2-0.8 s in all, mostly Python tracing (the ``from disk cache s`` column of
-``benchmarks/bench_speed.py``). The cache is process-wide JAX configuration, so the library never turns it on by
-itself: call :func:`enable_compile_cache`, or use the ``jaxdp`` command line, which enables
-it (see its ``--help``).
+``benchmarks/bench_speed.py``). The cache is process-wide JAX configuration, so the
+library never turns it on by itself: call :func:`enable_compile_cache`, or use the ``jaxdp``
+command line, which enables it (see its ``--help``).
 
 The cache is trusted code: anyone who can write to the directory can make your JAX process
 run code of theirs. The default directory is private to the user (mode 0700).
