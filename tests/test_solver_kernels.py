@@ -12,7 +12,7 @@ from autodiff_refs import autodiff3
 
 import jaxdp as jd
 from jaxdp import _special as sp
-from jaxdp.kernels import gaussian, laplace
+from jaxdp.kernels import categorical, gaussian, laplace
 
 RNG = np.random.default_rng(11)
 N = 48
@@ -144,6 +144,42 @@ def test_laplace_blended_start_bounds_the_steps():
         r = jd.chernoff(jd.Laplace(c(locs[0]), c(scales[0])), jd.Laplace(c(locs[1]), c(scales[1])))
         assert bool(jnp.all(r.converged)), dtype
         assert int(jnp.max(r.iterations)) <= most, (dtype, np.bincount(r.iterations))
+
+
+def test_categorical_two_point_start_is_the_maximiser():
+    # For two categories initial_alpha is the closed-form maximiser: it agrees with an
+    # independent high-precision maximisation (mp_refs.maximise), and the solver then needs at most
+    # one Newton step plus the evaluation at the small step (it took up to 8 from 1/2).
+    rng = np.random.default_rng(5)
+    n = 2000
+    p1, q1 = rng.uniform(0.01, 0.99, (2, n))
+    P = jd.Categorical(jnp.asarray(np.stack([p1, 1 - p1], -1)))
+    Q = jd.Categorical(jnp.asarray(np.stack([q1, 1 - q1], -1)))
+    a0 = np.asarray(categorical.initial_alpha(categorical.derivs_setup(P, Q)))
+    span = np.abs(np.log(p1 / q1) - np.log((1 - p1) / (1 - q1)))
+    far = span >= np.finfo(float).eps ** (1 / 3)
+    for i in np.flatnonzero(far)[:20]:
+        # the masses as stored (1 - p1 rounded), not as meant
+        pp, qq = [mp.mpf(float(x)) for x in P.probs[i]], [mp.mpf(float(x)) for x in Q.probs[i]]
+
+        def neg_log_c(a, pp=pp, qq=qq):
+            return -mp.log(pp[0] ** a * qq[0] ** (1 - a) + pp[1] ** a * qq[1] ** (1 - a))
+
+        _, want = mp_refs.maximise(neg_log_c)
+        assert abs(a0[i] - float(want)) <= 1e-12, (p1[i], q1[i], a0[i], want)
+    r = jd.chernoff(P, Q)
+    assert bool(jnp.all(r.converged))
+    assert int(jnp.max(r.iterations)) <= 2, np.bincount(r.iterations)
+    # the start carries the rounding of l = log p - log q (~eps absolute, so ~eps/|l| in
+    # log |l|) divided by the span l1 - l2; the solver polishes it away
+    l1, l2 = np.log(p1 / q1), np.log((1 - p1) / (1 - q1))
+    bound = 8 * np.finfo(float).eps / (np.minimum(np.abs(l1), np.abs(l2)) * span)
+    err = np.abs(a0 - np.asarray(r.alpha))
+    assert np.all(err[far] <= bound[far] + 1e-15), np.max(err[far] / bound[far])
+    # more categories: 1/2, the solver's default
+    P3 = jd.Categorical(jnp.asarray([0.2, 0.3, 0.5]))
+    Q3 = jd.Categorical(jnp.asarray([0.5, 0.3, 0.2]))
+    assert float(categorical.initial_alpha(categorical.derivs_setup(P3, Q3))) == 0.5
 
 
 def test_mixture_gap_pre_vs_mpmath():
