@@ -16,7 +16,7 @@ per-element convergence masks: safeguarded Newton steps on :math:`f'` (Halley st
 the kernel supplies :math:`f^{(3)}`) inside a bracket that shrinks on every evaluation, with
 a bisection fallback whenever a step leaves the bracket. It starts from the kernel's
 closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic; the loop
-then runs only if some pair needs polishing), the pure-scale optimum
+then runs only if some pair needs polishing) and for two-category pairs, the pure-scale optimum
 :math:`1/\rho - 1/(e^\rho - 1)` blended with the kink :math:`b_1/(b_1 + b_2)` of the shift
 term for (discrete) Laplace pairs (at most two Halley steps in float64, one in float32, on
 wide random continuous pairs), 1/2 otherwise. The loop evaluates only derivatives
