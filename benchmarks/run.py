@@ -297,12 +297,16 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                 a = _rate_at(s64["families"].get(fam), 10**5)
                 b = _rate_at(s32["families"].get(fam), 10**5)
                 if a and b:
+                    # informational: the ratios are against a baseline run in the same
+                    # process (the "same process" rows, from interleaved rounds); these two
+                    # figures come from processes run a minute apart on a noisy machine
                     targets.append(
                         {
-                            "name": f"{fam} float32/float64 (separate processes, 1e5)",
+                            "name": f"{fam} float32/float64 (separate processes, 1e5; "
+                            "informational)",
                             "value": b["pairs_per_s"] / a["pairs_per_s"],
                             "goal": 3.0,
-                            "met": b["pairs_per_s"] / a["pairs_per_s"] >= 3.0,
+                            "met": None,
                         }
                     )
         if args.gpu and s64 and s32:
