@@ -157,6 +157,24 @@ def _no_gc():
             gc.enable()
 
 
+def _warm_up(fn, args, min_sample_s, max_inner):
+    """One blocking call of ``fn(*args)``; its time sizes the inner loop of a sample so that
+    the sample lasts about ``min_sample_s``. Returns ``(inner, output)``."""
+    t0 = time.perf_counter()
+    out = block(fn(*args))
+    first = time.perf_counter() - t0
+    return int(min(max_inner, max(1, math.ceil(min_sample_s / max(first, 1e-9))))), out
+
+
+def _sample(fn, args, inner):
+    """Mean wall time of ``inner`` back-to-back calls (blocking on the last); and its output."""
+    t0 = time.perf_counter()
+    for _ in range(inner):
+        out = fn(*args)
+    block(out)
+    return (time.perf_counter() - t0) / inner, out
+
+
 def time_call(fn, *args, repeats: int = 5, min_sample_s: float = 0.02, max_inner: int = 1000):
     """Median wall time of ``fn(*args)`` (blocking on the result).
 
@@ -168,17 +186,11 @@ def time_call(fn, *args, repeats: int = 5, min_sample_s: float = 0.02, max_inner
       dict with ``median_s``, ``min_s``, ``max_s`` (per call), ``repeats``, ``inner``,
       ``samples_s`` and ``result`` (the last output).
     """
-    t0 = time.perf_counter()
-    out = block(fn(*args))
-    first = time.perf_counter() - t0
-    inner = int(min(max_inner, max(1, math.ceil(min_sample_s / max(first, 1e-9)))))
+    inner, out = _warm_up(fn, args, min_sample_s, max_inner)
     samples = []
     for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            out = fn(*args)
-        block(out)
-        samples.append((time.perf_counter() - t0) / inner)
+        t, out = _sample(fn, args, inner)
+        samples.append(t)
     return {
         "median_s": statistics.median(samples),
         "min_s": min(samples),
@@ -190,25 +202,18 @@ def time_call(fn, *args, repeats: int = 5, min_sample_s: float = 0.02, max_inner
     }
 
 
-def interleaved(calls, *, rounds: int = 9, min_sample_s: float = 0.02) -> list[float]:
-    """Median wall time per call of each ``(fn, args)`` in ``calls``, sampled in alternating
-    rounds (one sample of each per round, each the mean over enough back-to-back calls to
-    last about ``min_sample_s``), so that a slow spell of a shared machine hits all of them
-    alike: compare the ratios of the results."""
-    inners = []
-    for fn, args in calls:
-        t0 = time.perf_counter()
-        block(fn(*args))
-        first = time.perf_counter() - t0
-        inners.append(int(max(1, math.ceil(min_sample_s / max(first, 1e-9)))))
+def interleaved(
+    calls, *, rounds: int = 9, min_sample_s: float = 0.02, max_inner: int = 1000
+) -> list[float]:
+    """Median wall time per call of each ``(fn, args)`` in ``calls``, sampled as in
+    :func:`time_call` but in alternating rounds (one sample of each per round), so that a
+    slow spell of a shared machine hits all of them alike: compare the ratios of the
+    results."""
+    inners = [_warm_up(fn, args, min_sample_s, max_inner)[0] for fn, args in calls]
     samples = [[] for _ in calls]
     for _ in range(rounds):
         for (fn, args), inner, out in zip(calls, inners, samples, strict=True):
-            t0 = time.perf_counter()
-            for _ in range(inner):
-                result = fn(*args)
-            block(result)
-            out.append((time.perf_counter() - t0) / inner)
+            out.append(_sample(fn, args, inner)[0])
     return [statistics.median(s) for s in samples]
 
 

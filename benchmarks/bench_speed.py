@@ -35,6 +35,7 @@ Writes ``speed-<dtype>.json``/``.md`` (``speed-gpu-<dtype>`` with ``--gpu``) und
 from __future__ import annotations
 
 import argparse
+import atexit
 import math
 import os
 import shutil
@@ -726,6 +727,7 @@ def main(argv=None) -> int:
     # A fresh, empty persistent compilation cache: compile times stay cold, and each kernel
     # is then reloaded from it once to time what a later process pays (``reload_s``).
     cache_dir = tempfile.mkdtemp(prefix="jaxdp-bench-xla-")
+    atexit.register(shutil.rmtree, cache_dir, True)  # also when a step fails
     jaxdp.enable_compile_cache(cache_dir)
 
     cfg = dict(GPU if args.gpu else QUICK if args.quick else FULL)
@@ -898,7 +900,6 @@ def main(argv=None) -> int:
     H.write_json(out / f"speed-{tag}.json", res)
     H.write_text(out / f"speed-{tag}.md", markdown(res))
     print(f"speed ({tag}): wrote {out / f'speed-{tag}.json'} and .md in {res['seconds']:.1f} s")
-    shutil.rmtree(cache_dir, ignore_errors=True)
     return 0
 
 

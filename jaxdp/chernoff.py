@@ -15,11 +15,11 @@ Solver (default ``method="newton"``): endpoint test on the sign of :math:`f'` at
 per-element convergence masks: safeguarded Newton steps on :math:`f'` (Halley steps where
 the kernel supplies :math:`f^{(3)}`) inside a bracket that shrinks on every evaluation, with
 a bisection fallback whenever a step leaves the bracket. It starts from the kernel's
-closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic; the loop
-then runs only if some pair needs polishing) and for two-category pairs, the pure-scale optimum
-:math:`1/\rho - 1/(e^\rho - 1)` blended with the kink :math:`b_1/(b_1 + b_2)` of the shift
-term for (discrete) Laplace pairs (at most two Halley steps in float64, one in float32, on
-wide random continuous pairs), 1/2 otherwise. The loop evaluates only derivatives
+closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic) and for
+two-category pairs (the loop then only polishes rounding); for (discrete) Laplace pairs the
+pure-scale optimum :math:`1/\rho - 1/(e^\rho - 1)` blended with the kink
+:math:`b_1/(b_1 + b_2)` of the shift term (at most two Halley steps in float64, one in
+float32, on wide random continuous pairs); 1/2 otherwise. The loop evaluates only derivatives
 (hand-written where autodiff would be slow or cancel); the last small step is taken without
 another trip, and the value and the certificate :math:`f'` are then evaluated once, at the
 returned :math:`\alpha`. ``method="optax"`` runs

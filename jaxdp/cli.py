@@ -22,6 +22,7 @@ is printed as a single line ``jaxdp: error: ...`` on stderr with exit status 2; 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import os
 import sys
@@ -89,12 +90,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
-        cache = None if args.no_compile_cache else _compile_cache()
-        if cache is None:
-            return int(args._run(args) or 0)
         from jaxdp.compile_cache import repairing
 
-        with repairing(cache) as damaged:
+        cache = None if args.no_compile_cache else _compile_cache()
+        with contextlib.nullcontext(set()) if cache is None else repairing(cache) as damaged:
             status = int(args._run(args) or 0)
         if damaged:
             names = ", ".join(sorted(damaged))
