@@ -314,15 +314,16 @@ def sweep_family(fam, dtype, cfg, *, device=None, log=print):
         rate = res["pairs_per_s"]
         rows.append(res)
         ops = H.count_ops(extra["compiled"], n)  # of the largest batch measured
-        # Newton trips actually run: the loop runs until its slowest pair converges, per
-        # chunk when the kernel splits the batch into chunks (a static outer loop)
+        # Newton trips actually run: the loop runs until its slowest pair converges (its
+        # iterations, plus the trip that evaluates at the start), per chunk when the kernel
+        # splits the batch into chunks (a static outer loop)
         chunks = max(ops.get("static_trip_counts") or [1])
         it = extra["iterations"]
         size = -(-it.size // chunks)
         padded = np.zeros(chunks * size, it.dtype)
         padded[: it.size] = it
         res["chunks"] = chunks
-        res["effective_trips"] = float(padded.reshape(chunks, size).max(axis=1).mean())
+        res["effective_trips"] = 1.0 + float(padded.reshape(chunks, size).max(axis=1).mean())
         if n == TARGET_BATCH:
             keep = extra
         log(
@@ -880,7 +881,7 @@ def main(argv=None) -> int:
             if not rows:
                 continue
             ref = max(rows, key=lambda r: r["n"])
-            trips = ref.get("effective_trips", ref["iterations_max"])
+            trips = ref.get("effective_trips", ref["iterations_max"] + 1)
             pred = H.predicted_seconds(o, trips, net_op)
             meas = ref["median_s"] / ref["n"]
             res["limits"][name] = {

@@ -6,7 +6,7 @@ Usage (pin to one core; run it at two commits, alternating, to compare)::
 
 XLA:CPU compiles every fused kernel separately, so the count of ``fusion`` instructions in
 the optimised HLO sets most of the compile time. Prints one line per family: kernels, trace
-s, compile s, ns per pair (median of 5), max Newton trips.
+s, compile s, ns per pair (median of 5), max solver iterations.
 
 ``--fusion-cost`` instead compiles synthetic elementwise programs (k independent kernels of
 n chained operations each, on 4096 float64 elements) and prints the best of three compile
@@ -121,7 +121,7 @@ def main() -> None:
         per_pair = sorted(times)[2] / xs[0].shape[0] * 1e9
         print(
             f"{name:16s} kernels {kernels:4d}  trace {t1 - t0:.2f} s  compile {t2 - t1:.2f} s  "
-            f"{per_pair:.0f} ns/pair  trips {int(res.iterations.max())}",
+            f"{per_pair:.0f} ns/pair  iterations {int(res.iterations.max())}",
             flush=True,
         )
 

@@ -177,7 +177,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                     "f32/f64",
                     "trace+compile s (f64)",
                     "from disk cache s",
-                    "Newton trips",
+                    "iterations (max)",
                 ],
                 rows,
             )

@@ -19,10 +19,11 @@ closed-form guess: the exact maximiser for Gaussian pairs (a root of a quadratic
 two-category pairs (the loop then only polishes rounding); for (discrete) Laplace pairs the
 pure-scale optimum :math:`1/\rho - 1/(e^\rho - 1)` blended with the kink
 :math:`b_1/(b_1 + b_2)` of the shift term (at most two Halley steps in float64, one in
-float32, on wide random continuous pairs); 1/2 otherwise. The loop evaluates only derivatives
-(hand-written where autodiff would be slow or cancel); the last small step is taken without
-another trip, and the value and the certificate :math:`f'` are then evaluated once, at the
-returned :math:`\alpha`. ``method="optax"`` runs
+float32, on wide random continuous pairs); 1/2 otherwise. The loop carries only the point,
+the bracket and a status number, and evaluates only derivatives (hand-written where autodiff
+would be slow or cancel); the last small step is taken without another trip, and the value,
+the certificate :math:`f'` and :math:`f''` are then evaluated once, at the returned
+:math:`\alpha`. ``method="optax"`` runs
 ``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
 comparison.
 
@@ -61,9 +62,10 @@ class ChernoffResult(NamedTuple):
         :math:`\\alpha^* = 0` it is :math:`\\le 0`, at :math:`\\alpha^* = 1` it is :math:`\\ge 0`.
       converged: whether the solver met its tolerance (``False`` with ``nan`` values for
         invalid parameters under ``jit``).
-      iterations: solver steps (Newton, Halley or bisection; L-BFGS iterations for
-        ``method="optax"``) after the evaluation at the start; 0 when the closed-form start
-        needed none.
+      iterations: derivative evaluations of the solver after the one at the start (each
+        followed by a Newton, Halley or bisection step; the last, small step is taken without
+        one); L-BFGS iterations for ``method="optax"``. 0 when the closed-form start needed
+        only a polishing step.
     """
 
     information: jax.Array
@@ -142,8 +144,8 @@ class _Solve(NamedTuple):
     """What a solver hands to :func:`_chernoff` (all elementwise, no gradients)."""
 
     alpha: jax.Array  # the maximiser
-    value: jax.Array  # log C at alpha (None: evaluate there)
-    deriv: jax.Array  # f'(alpha) or at the last evaluated point (see _newton)
+    value: jax.Array  # log C at alpha
+    deriv: jax.Array  # f'(alpha)
     certified: jax.Array
     done: jax.Array
     at_end: jax.Array
@@ -154,28 +156,26 @@ def _newton(P, Q, shape, dtype, max_steps):
     r"""Safeguarded Newton (Halley where the kernel supplies a third derivative) on
     :math:`f'`, from the kernel's initial guess, in one loop.
 
-    Every trip evaluates the derivatives of ``log C`` at one point (the first trip at the
-    initial guess, or at the end point the endpoint test selected) and shrinks the bracket.
-    It stops once the *next* step ``s`` is at most ``tol * min(alpha, 1 - alpha)``, with
-    ``tol = sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error
-    left after taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. For kernels
-    with a one-pass ``value_derivs`` the step is then taken without another trip, and the
-    value and the certificate :math:`f'` are evaluated at the returned alpha (the value once
-    per pair, not once per trip: on Laplace pairs, where the value needs its own ``log1p``
-    and series, that is ~25% of the run time in float64). The certificate must satisfy
-    :math:`|f'| \le \sqrt{\epsilon}\,|f''|`. Other kernels take one more trip to evaluate
-    the derivatives at the small step, then the value there.
+    Every trip evaluates the derivatives of ``log C`` at each unfinished element's current
+    point ``x``, shrinks its bracket, and moves ``x`` to the next point: ``x + s`` for a
+    Newton/Halley step ``s`` that stays inside the bracket, else the bracket's midpoint. An
+    element is finished once its step is at most ``tol * min(x, 1 - x)``, with ``tol =
+    sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error left after
+    taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level: the step is taken
+    without another trip. After the loop the value, :math:`f'` (the certificate, which must
+    satisfy :math:`|f'| \le \sqrt{\epsilon}\,|f''|`) and :math:`f''` are evaluated once, at
+    the returned alpha (the value once per pair, not once per trip: on Laplace pairs, where
+    the value needs its own ``log1p`` and series, that is ~25% of the run time in float64).
     """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
     halley = _has_third(P, Q)
-    one_pass = _one_pass(P, Q)
     tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
     d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
     at0 = -d0 < 0
     at1 = -d1 > 0
-    a0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
+    x0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
 
     def next_step(a, g, h, t, lo, hi):
         # Newton -g/h, or Halley -g/(h (1 - g t / (2 h^2))) = -g h/(h^2 - g t/2) while that
@@ -191,92 +191,57 @@ def _newton(P, Q, shape, dtype, max_steps):
         ok = (h < 0) & jnp.isfinite(s) & (a + s >= lo) & (a + s <= hi)
         return jnp.where(ok, s, jnp.nan)
 
-    def any_(mask):
-        # a float max is one fused reduction on XLA:CPU; a boolean any() is three kernels
-        return jnp.max(jnp.where(mask, 1.0, 0.0).astype(dtype)) > 0
+    # Loop state: the point x (the next to evaluate; the answer once finished), the bracket
+    # [lo, hi] and a status number: the count of evaluations so far while unfinished (>= 0,
+    # the same for every unfinished element), -1 - that count once finished. On XLA:CPU,
+    # which has no multi-output fusion, every loop-carried array costs a compiled kernel
+    # (~13 ms of compile time each), so the state is kept this small: nothing that the
+    # next trip can recompute from x is carried, and the loop condition is one max-reduction
+    # of the status.
+    def cond(state):
+        top = jnp.max(state[3])
+        return (top >= 0) & (top <= max_steps)
 
-    # Loop state: the point a, the next step s (nan: none), f'(a), f''(a), the bracket
-    # [lo, hi], and a status number (the iteration count, + 1/2 once done, + 1/4 while a
-    # small step is pending). On XLA:CPU, which has no multi-output fusion, every
-    # loop-carried array that changes costs one compiled kernel (~20 ms of compile time), so
-    # the state is kept this small. No value of log C is carried: the loop needs only the
-    # derivatives, and the value is computed once, at the returned alpha, in finish().
-    def unpack(state):
-        a, s, g, h, lo, hi, status = state
-        it = jnp.floor(status)
-        flags = status - it
-        done = flags >= 0.5
-        return a, s, g, h, lo, hi, it, done, flags - jnp.where(done, 0.5, 0.0) >= 0.25
-
-    def pack(a, s, g, h, lo, hi, it, done, pending):
-        status = it + jnp.where(done, 0.5, 0.0) + jnp.where(pending, 0.25, 0.0)
-        return (a, s, g, h, lo, hi, status)
-
-    def cond(carry):
-        state, trip = carry
-        return (trip == 0) | (any_(state[6] - jnp.floor(state[6]) < 0.5) & (trip <= max_steps))
-
-    def body(carry):
+    def body(state):
         # XLA would hoist every loop-invariant expression of the parameters out of the loop,
         # each into a kernel of its own (compile time), to save a few additions per trip:
         # the barrier makes the per-pair constants look loop-variant to it.
-        (consts_, ends), (state, trip) = _barrier(((consts, at0 | at1), carry))
-        a, s, g, h, lo, hi, it, done, pending = unpack(state)
-        first = trip == 0
-        # the first trip sets the bracket and evaluates at the start (the end points only then)
-        lo = jnp.where(first, 0.0, lo)
-        hi = jnp.where(first, 1.0, hi)
-        new = jnp.where(first | done, a, jnp.where(jnp.isnan(s), 0.5 * (lo + hi), a + s))
-        if one_pass:  # its value is unused here: XLA drops that part of the kernel
-            _, n1, n2, n3 = _value_derivs(P, Q, consts_, new)
+        consts_, (x, lo, hi, status) = _barrier((consts, state))
+        active = status >= 0
+        if _one_pass(P, Q):  # its value is unused here: XLA drops that part of the kernel
+            _, n1, n2, n3 = _value_derivs(P, Q, consts_, x)
         else:
-            (n1, n2), n3 = _grad2(P, Q, consts_, new), None
-        fresh = first | ~done
-        ng, nh = -n1, -n2
-        # f is concave: the optimum lies right of a where f'(a) > 0, left where f'(a) < 0.
-        lo = jnp.where(fresh & (ng > 0), new, lo)
-        hi = jnp.where(fresh & (ng < 0), new, hi)
-        it = jnp.where(~done & ~first, it + 1, it)
-        a = jnp.where(fresh, new, a)
-        g = jnp.where(fresh, ng, g)
-        h = jnp.where(fresh, nh, h)
-        t = -n3 if halley else 0.0
-        # a done element keeps its step (it was computed from the same a, g, h, t)
-        s = jnp.where(fresh, next_step(a, g, h, t, lo, hi), s)
-        s = jnp.where(ends, jnp.nan, s)  # an end point is not polished
-        # (or the step is below the spacing of a: float32 with alpha* within ~1e-7 of 1)
-        small = (jnp.abs(s) <= tol * jnp.minimum(a, 1 - a)) | (a + s == a)
+            (n1, n2), n3 = _grad2(P, Q, consts_, x), None
+        g, h = -n1, -n2
+        # f is concave: the optimum lies right of x where f'(x) > 0, left where f'(x) < 0.
+        lo = jnp.where(active & (g > 0), x, lo)
+        hi = jnp.where(active & (g < 0), x, hi)
+        s = next_step(x, g, h, -n3 if halley else 0.0, lo, hi)
+        # (or the step is below the spacing of x: float32 with alpha* within ~1e-7 of 1)
+        small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
-        if one_pass:  # the small step is taken after the loop (see finish)
-            return pack(a, s, g, h, lo, hi, it, done | small | stop, pending), trip + 1
-        # otherwise one more trip evaluates at the small step (alpha is then evaluated)
-        done = done | stop | (pending & fresh)
-        return pack(a, s, g, h, lo, hi, it, done, small & ~done), trip + 1
+        step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
+        x = jnp.where(active, step, x)
+        count = status + 1
+        status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
+        return x, lo, hi, status
 
     def finish(state):
-        a, s, g, h, _, _, it, done, _ = unpack(state)
-        if one_pass:
-            polish = ~jnp.isnan(s)
-            alpha = jnp.where(polish, a + s, a)
-            # The value, and the certificate f', are measured at alpha itself (the second
-            # and third derivatives are dead code here and XLA drops them); the certificate
-            # is the one at hand where alpha moved by rounding only. Not behind a lax.cond
-            # on "none moved" for the closed-form starts: ~0.5% of random Gaussian pairs
-            # move by a few ulp, so every chunk took the branch, and the cond cost 5 kernels.
-            value, d1 = _value_derivs(P, Q, consts, alpha)[:2]
-            moved = jnp.abs(alpha - a) > 4 * eps * jnp.abs(a)
-            g = jnp.where(moved, -d1, g)
-        else:
-            alpha, value = a, raw_log_bc(P, Q, a)
+        alpha, _, _, status = state
+        value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead code, dropped
+        g, h = -d1, -d2
+        done = status < 0
+        evals = jnp.where(done, -1.0 - status, status)
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
         at_end = at0 | at1 | jnp.isnan(g)
-        return _Solve(alpha, value, g, certified, done, at_end, it.astype(jnp.int32))
+        iterations = jnp.maximum(evals - 1, 0).astype(jnp.int32)
+        return _Solve(alpha, value, g, certified, done, at_end, iterations)
 
     zeros = jnp.zeros(shape, dtype)
-    done0 = at0 | at1
-    carry = (pack(a0, zeros, zeros, zeros, zeros, zeros, zeros, done0, done0 & False), 0)
-    carry = lax.while_loop(cond, body, carry)
-    return finish(carry[0])
+    # an element at an end point is finished before the loop (no evaluation there)
+    status = jnp.where(at0 | at1, -1.0, 0.0).astype(dtype)
+    state = lax.while_loop(cond, body, (x0, zeros, jnp.ones(shape, dtype), status))
+    return finish(state)
 
 
 def _barrier(tree):
