@@ -702,6 +702,40 @@ def evaluate_targets(res) -> list[dict]:
     return out
 
 
+# --------------------------------------------------------------------------- compile only
+
+
+def compile_only(args) -> int:
+    """Cold trace+compile of each kernel at its largest quick batch up to ``TARGET_BATCH``,
+    with every core this process may use (XLA:CPU compiles the fused kernels of a program in
+    parallel, so this is what a laptop pays on a first call; the one-core figures of the
+    speed suite are the issue's target). JAX's in-memory caches are cleared before each
+    kernel and no persistent cache is used. Writes ``compile-all-cores.json``."""
+    import jax
+
+    cfg = dict(QUICK)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    dtype = np.float64 if args.dtype == "float64" else np.float32
+    res = {"suite": "compile", "command": H.command_line(), "dtype": args.dtype}
+    res.update(cores=cores, xla_flags=os.environ.get("XLA_FLAGS", ""), families={})
+    print(f"compile ({args.dtype}): {cores} cores, backend {jax.default_backend()}")
+    fams = families(cfg)
+    if args.families:
+        wanted = [w.strip() for w in args.families.split(",")]
+        fams = [f for f in fams if any(f.name.startswith(w) for w in wanted)]
+    for fam in fams:
+        n = max(m for m in sizes_for(fam, cfg) if m <= TARGET_BATCH)
+        arrays = fam.make(n, dtype)
+        jax.clear_caches()
+        _, ct = H.compile_jit(fam.fn(), *arrays)
+        res["families"][fam.name] = {"n": n, **ct}
+        total = ct["trace_lower_s"] + ct["compile_s"]
+        print(f"  {fam.name:<34} n={n:>9,}  trace+compile {total:.2f} s")
+    res["machine"] = H.machine_info()
+    H.write_json(Path(args.out) / "compile-all-cores.json", res)
+    return 0
+
+
 # --------------------------------------------------------------------------- main
 
 
@@ -715,6 +749,11 @@ def main(argv=None) -> int:
     ap.add_argument("--families", default=None, help="comma-separated subset (name prefixes)")
     ap.add_argument("--sizes", default=None, help="comma-separated batch sizes (override)")
     ap.add_argument("--no-baselines", action="store_true")
+    ap.add_argument(
+        "--compile-only",
+        action="store_true",
+        help="only cold trace+compile times, one per kernel, on every core this process has",
+    )
     args = ap.parse_args(argv)
 
     if args.one_core:
@@ -725,6 +764,8 @@ def main(argv=None) -> int:
     jax.config.update("jax_enable_x64", args.dtype == "float64")
     import jaxdp
 
+    if args.compile_only:
+        return compile_only(args)
     # A fresh, empty persistent compilation cache: compile times stay cold, and each kernel
     # is then reloaded from it once to time what a later process pays (``reload_s``).
     cache_dir = tempfile.mkdtemp(prefix="jaxdp-bench-xla-")
