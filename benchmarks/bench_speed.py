@@ -163,6 +163,14 @@ class Family:
 
         return jax.vmap(run) if self.vmap else run
 
+    def one_pass(self) -> bool:
+        """Whether the solver evaluates this kernel's value with its derivatives (then its
+        last small step takes no loop trip)."""
+        import jaxdp as jd
+        from jaxdp.chernoff import _one_pass
+
+        return _one_pass(*self.build(jd, *self.make(1, np.float32)))
+
 
 class _null:
     def __enter__(self):
@@ -315,7 +323,8 @@ def sweep_family(fam, dtype, cfg, *, device=None, log=print):
         rows.append(res)
         ops = H.count_ops(extra["compiled"], n)  # of the largest batch measured
         # Newton trips actually run: the loop runs until its slowest pair converges (its
-        # iterations, plus the trip that evaluates at the start), per chunk when the kernel
+        # iterations, plus the trip that evaluates at the start, plus for kernels without a
+        # one-pass value_derivs the trip at the last small step), per chunk when the kernel
         # splits the batch into chunks (a static outer loop)
         chunks = max(ops.get("static_trip_counts") or [1])
         it = extra["iterations"]
@@ -323,7 +332,8 @@ def sweep_family(fam, dtype, cfg, *, device=None, log=print):
         padded = np.zeros(chunks * size, it.dtype)
         padded[: it.size] = it
         res["chunks"] = chunks
-        res["effective_trips"] = 1.0 + float(padded.reshape(chunks, size).max(axis=1).mean())
+        slowest = float(padded.reshape(chunks, size).max(axis=1).mean())
+        res["effective_trips"] = slowest + (1.0 if fam.one_pass() else 2.0)
         if n == TARGET_BATCH:
             keep = extra
         log(

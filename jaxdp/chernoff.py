@@ -21,9 +21,10 @@ pure-scale optimum :math:`1/\rho - 1/(e^\rho - 1)` blended with the kink
 :math:`b_1/(b_1 + b_2)` of the shift term (at most two Halley steps in float64, one in
 float32, on wide random continuous pairs); 1/2 otherwise. The loop carries only the point,
 the bracket and a status number, and evaluates only derivatives (hand-written where autodiff
-would be slow or cancel); the last small step is taken without another trip, and the value,
-the certificate :math:`f'` and :math:`f''` are then evaluated once, at the returned
-:math:`\alpha`. ``method="optax"`` runs
+would be slow or cancel); for kernels with a one-pass ``value_derivs`` the last small step
+is taken without another trip, and the value, the certificate :math:`f'` and :math:`f''`
+are then evaluated once, at the returned :math:`\alpha` (the others evaluate their
+derivatives there by one more trip, then the value). ``method="optax"`` runs
 ``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
 comparison.
 
@@ -62,10 +63,10 @@ class ChernoffResult(NamedTuple):
         :math:`\\alpha^* = 0` it is :math:`\\le 0`, at :math:`\\alpha^* = 1` it is :math:`\\ge 0`.
       converged: whether the solver met its tolerance (``False`` with ``nan`` values for
         invalid parameters under ``jit``).
-      iterations: derivative evaluations of the solver after the one at the start (each
-        followed by a Newton, Halley or bisection step; the last, small step is taken without
-        one); L-BFGS iterations for ``method="optax"``. 0 when the closed-form start needed
-        only a polishing step.
+      iterations: derivative evaluations of the solver after the one at the start, each
+        followed by a Newton, Halley or bisection step (an evaluation at the last, small
+        step does not count); L-BFGS iterations for ``method="optax"``. 0 when the
+        closed-form start needed only a polishing step.
     """
 
     information: jax.Array
@@ -161,11 +162,14 @@ def _newton(P, Q, shape, dtype, max_steps):
     Newton/Halley step ``s`` that stays inside the bracket, else the bracket's midpoint. An
     element is finished once its step is at most ``tol * min(x, 1 - x)``, with ``tol =
     sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error left after
-    taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level: the step is taken
-    without another trip. After the loop the value, :math:`f'` (the certificate, which must
-    satisfy :math:`|f'| \le \sqrt{\epsilon}\,|f''|`) and :math:`f''` are evaluated once, at
-    the returned alpha (the value once per pair, not once per trip: on Laplace pairs, where
-    the value needs its own ``log1p`` and series, that is ~25% of the run time in float64).
+    taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. For kernels with a
+    one-pass ``value_derivs`` the step is taken without another trip, and after the loop the
+    value, :math:`f'` (the certificate, which must satisfy
+    :math:`|f'| \le \sqrt{\epsilon}\,|f''|`) and :math:`f''` are evaluated once, at the
+    returned alpha (the value once per pair, not once per trip: on Laplace pairs, where the
+    value needs its own ``log1p`` and series, that is ~25% of the run time in float64).
+    Other kernels evaluate :math:`f'` and :math:`f''` at the small step by one more trip,
+    and only the value after the loop.
     """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
@@ -192,12 +196,18 @@ def _newton(P, Q, shape, dtype, max_steps):
         return jnp.where(ok, s, jnp.nan)
 
     # Loop state: the point x (the next to evaluate; the answer once finished), the bracket
-    # [lo, hi] and a status number: the count of evaluations so far while unfinished (>= 0,
-    # the same for every unfinished element), -1 - that count once finished. On XLA:CPU,
-    # which has no multi-output fusion, every loop-carried array costs a compiled kernel
-    # (~13 ms of compile time each), so the state is kept this small: nothing that the
-    # next trip can recompute from x is carried, and the loop condition is one max-reduction
-    # of the status.
+    # [lo, hi] and a status number: the count c of evaluations so far while unfinished (>= 0,
+    # the same for every unfinished element), -1 - c once finished. On XLA:CPU, which has no
+    # multi-output fusion, every loop-carried array costs a compiled kernel (~13 ms of
+    # compile time each), so the state is kept this small: nothing that the next trip can
+    # recompute from x is carried, and the loop condition is one max-reduction of the
+    # status. A kernel without a one-pass value_derivs (categorical, quadrature) evaluates
+    # its derivatives at the small last step in the loop instead, by one more trip (status
+    # c + 1/2 while that step is pending), and carries f' and f'' for the certificate: after
+    # the loop it then needs its value only, whose code shares nothing with the hand-written
+    # derivatives (evaluating both there cost 13 more kernels on the quadrature path).
+    one_pass = _one_pass(P, Q)
+
     def cond(state):
         top = jnp.max(state[3])
         return (top >= 0) & (top <= max_steps)
@@ -206,9 +216,9 @@ def _newton(P, Q, shape, dtype, max_steps):
         # XLA would hoist every loop-invariant expression of the parameters out of the loop,
         # each into a kernel of its own (compile time), to save a few additions per trip:
         # the barrier makes the per-pair constants look loop-variant to it.
-        consts_, (x, lo, hi, status) = _barrier((consts, state))
+        consts_, (x, lo, hi, status, *carried) = _barrier((consts, tuple(state)))
         active = status >= 0
-        if _one_pass(P, Q):  # its value is unused here: XLA drops that part of the kernel
+        if one_pass:  # its value is unused here: XLA drops that part of the kernel
             _, n1, n2, n3 = _value_derivs(P, Q, consts_, x)
         else:
             (n1, n2), n3 = _grad2(P, Q, consts_, x), None
@@ -221,26 +231,42 @@ def _newton(P, Q, shape, dtype, max_steps):
         small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
         step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
-        x = jnp.where(active, step, x)
-        count = status + 1
-        status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
-        return x, lo, hi, status
+        c = jnp.floor(status)
+        count = c + 1
+        if one_pass:
+            x = jnp.where(active, step, x)
+            status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
+            return x, lo, hi, status
+        # this trip evaluated at a pending small step: the element is finished there
+        pending = active & (status > c)
+        x = jnp.where(active & ~pending, step, x)
+        new = jnp.where(stop, -1.0 - count, jnp.where(small, count + 0.5, count))
+        status = jnp.where(pending, -1.0 - c, jnp.where(active, new, status))
+        g_at, h_at = carried
+        return x, lo, hi, status, jnp.where(active, g, g_at), jnp.where(active, h, h_at)
 
     def finish(state):
-        alpha, _, _, status = state
-        value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead code, dropped
-        g, h = -d1, -d2
+        alpha, _, _, status, *carried = state
+        if one_pass:
+            value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
+            g, h = -d1, -d2
+        else:
+            value, (g, h) = raw_log_bc(P, Q, alpha), carried
         done = status < 0
-        evals = jnp.where(done, -1.0 - status, status)
+        evals = jnp.where(done, -1.0 - status, jnp.floor(status))
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
         at_end = at0 | at1 | jnp.isnan(g)
         iterations = jnp.maximum(evals - 1, 0).astype(jnp.int32)
         return _Solve(alpha, value, g, certified, done, at_end, iterations)
 
     zeros = jnp.zeros(shape, dtype)
-    # an element at an end point is finished before the loop (no evaluation there)
+    # an element at an end point is finished before the loop (no evaluation there; its f'
+    # is the end point's, from the test above)
     status = jnp.where(at0 | at1, -1.0, 0.0).astype(dtype)
-    state = lax.while_loop(cond, body, (x0, zeros, jnp.ones(shape, dtype), status))
+    state = (x0, zeros, jnp.ones(shape, dtype), status)
+    if not one_pass:
+        state += (jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros)
+    state = lax.while_loop(cond, body, state)
     return finish(state)
 
 
