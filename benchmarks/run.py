@@ -13,7 +13,8 @@ float32 with x64 off (``bench_speed.py``, pinned to CPU 0 with single-threaded X
 accuracy suite (which times nothing) and then ``bench_calibrate.py`` (pinned, single-threaded
 XLA, like the speed runs) run beside them on that CPU, each timed program with a core and an
 L2 cache of its own; the cold compile times on all cores (``bench_speed.py
---compile-only``, informational) and ``bench_sweep.py`` (all cores) run last, alone. Then
+--compile-only``, informational; not with ``--quick``) and ``bench_sweep.py`` (all cores)
+run last, alone. Then
 ``summary.json``/``summary.md``: the headline tables, the targets of the issue and the
 command and machine that produced them. ``--quick`` aims at two minutes of wall clock on two
 cores.
@@ -310,7 +311,9 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                             "met": None,
                         }
                     )
-        comp = _load(out / "compile-all-cores.json") if not args.gpu else None
+        # only from this run (a results directory may hold an older file)
+        ran = any("--compile-only" in s["command"] for s in steps)
+        comp = _load(out / "compile-all-cores.json") if ran else None
         if comp and comp.get("families"):
             cores = comp.get("cores")
             md.append(
@@ -318,7 +321,8 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                 "XLA:CPU compiles the fused kernels of a program in parallel, so a first call "
                 "on a machine with more cores pays less than on one core (the issue's target, "
                 "the figure judged below). All-core figures: `bench_speed.py --compile-only`, "
-                "run alone after the pinned runs, JAX's caches cleared before each kernel.\n\n"
+                "run alone after the pinned runs, JAX's caches cleared before each kernel."
+                "\n\n"
             )
             rows = []
             for name, c in comp["families"].items():
@@ -542,9 +546,10 @@ def main(argv=None) -> int:
             _run(calibrate, steps, args.step_timeout)
     if lane is not None:
         lane.join()
-    if pinned and not args.accuracy_only:
+    if pinned and not args.accuracy_only and not args.quick:
         # what a first call costs with every core compiling (informational; alone, after the
-        # pinned runs, so that nothing else shares the cores)
+        # pinned runs, so that nothing else shares the cores). Not in --quick: its 10-20 s
+        # come after the second CPU's lane, the longest, and would break its two minutes
         _run(
             [py, str(HERE / "bench_speed.py"), "--compile-only", "--out", str(out)],
             steps,
