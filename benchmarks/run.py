@@ -549,7 +549,8 @@ def main(argv=None) -> int:
     if pinned and not args.accuracy_only and not args.quick:
         # what a first call costs with every core compiling (informational; alone, after the
         # pinned runs, so that nothing else shares the cores). Not in --quick: its 10-20 s
-        # come after the second CPU's lane, the longest, and would break its two minutes
+        # come after the pinned speed runs (~100 s, the longest part) and would break the
+        # two minutes
         _run(
             [py, str(HERE / "bench_speed.py"), "--compile-only", "--out", str(out)],
             steps,
