@@ -198,14 +198,15 @@ def _newton(P, Q, shape, dtype, max_steps):
     # Loop state: the point x (the next to evaluate; the answer once finished), the bracket
     # [lo, hi] and a status number: the count c of evaluations so far while unfinished (>= 0,
     # the same for every unfinished element), -1 - c once finished. On XLA:CPU, which has no
-    # multi-output fusion, every loop-carried array costs a compiled kernel (~13 ms of
-    # compile time each), so the state is kept this small: nothing that the next trip can
-    # recompute from x is carried, and the loop condition is one max-reduction of the
-    # status. A kernel without a one-pass value_derivs (categorical, quadrature) evaluates
-    # its derivatives at the small last step in the loop instead, by one more trip (status
-    # c + 1/2 while that step is pending), and carries f' and f'' for the certificate: after
-    # the loop it then needs its value only, whose code shares nothing with the hand-written
-    # derivatives (evaluating both there cost 13 more kernels on the quadrature path).
+    # multi-output fusion, every loop-carried array costs a compiled kernel (~17 ms of
+    # compile time each: benchmarks/kernels.py --fusion-cost), so the state is kept this
+    # small: nothing that the next trip can recompute from x is carried, and the loop
+    # condition is one max-reduction of the status. A kernel without a one-pass
+    # value_derivs (categorical, quadrature) evaluates its derivatives at the small last
+    # step in the loop instead, by one more trip (status c + 1/2 while that step is
+    # pending), and carries f' and f'' for the certificate: after the loop it then needs its
+    # value only, whose code shares nothing with the hand-written derivatives (evaluating
+    # both there cost 13 more kernels on the quadrature path).
     one_pass = _one_pass(P, Q)
 
     def cond(state):
@@ -231,12 +232,13 @@ def _newton(P, Q, shape, dtype, max_steps):
         small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
         stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
         step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
-        c = jnp.floor(status)
-        count = c + 1
-        if one_pass:
+        if one_pass:  # the status of an unfinished element is its count of evaluations
+            count = status + 1
             x = jnp.where(active, step, x)
             status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
             return x, lo, hi, status
+        c = jnp.floor(status)
+        count = c + 1
         # this trip evaluated at a pending small step: the element is finished there
         pending = active & (status > c)
         x = jnp.where(active & ~pending, step, x)
