@@ -9,12 +9,13 @@ Steps, each a separate process (so that ``jax_enable_x64`` and the one-core pinn
 start-up): the accuracy suite (``bench_accuracy.py``), the speed suite in float64 and in
 float32 with x64 off (``bench_speed.py``, pinned to CPU 0 with single-threaded XLA unless
 ``--all-cores`` or ``--gpu``), and, when present, ``bench_calibrate.py`` and
-``bench_sweep.py``. When the speed runs are pinned and a second CPU is available, the
-accuracy suite (which times nothing) and then ``bench_calibrate.py`` (pinned, single-threaded
-XLA, like the speed runs) run beside them on that CPU, each timed program with a core and an
-L2 cache of its own; the cold compile times on all cores (``bench_speed.py
---compile-only``, informational; not with ``--quick``) and ``bench_sweep.py`` (all cores)
-run last, alone. Then
+``bench_sweep.py``. When the speed runs are pinned and a second CPU is available, the work
+goes to two lanes of about equal length, every timed program on a core and an L2 cache of
+its own (pinned, single-threaded XLA): CPU 0 runs the float64 speed suite and then
+``bench_calibrate.py``; the second CPU runs the accuracy suite (which times nothing) and then
+the float32 speed suite (quick mode: ~90 and ~85 s, against ~100 s for all the timed
+programs on CPU 0). The cold compile times on all cores (``bench_speed.py --compile-only``,
+informational; not with ``--quick``) and ``bench_sweep.py`` (all cores) run last, alone. Then
 ``summary.json``/``summary.md``: the headline tables, the targets of the issue and the
 command and machine that produced them. ``--quick`` aims at two minutes of wall clock on two
 cores.
@@ -37,10 +38,16 @@ import _harness as H
 HERE = Path(__file__).resolve().parent
 
 
-def _run(cmd: list[str], log: list, timeout: float | None = None, cpu: int | None = None) -> int:
-    """Run ``cmd`` and log it; with ``cpu``, pinned there with single-threaded XLA (a step
-    of :func:`_lane`)."""
-    where = "" if cpu is None else f"  (in the background, on CPU {cpu})"
+def _run(
+    cmd: list[str],
+    log: list,
+    timeout: float | None = None,
+    cpu: int | None = None,
+    background: bool = False,
+) -> int:
+    """Run ``cmd`` and log it; with ``cpu``, pinned there with single-threaded XLA
+    (``background``: a step of :func:`_lane`)."""
+    where = "" if cpu is None else f"  ({'in the background, ' if background else ''}on CPU {cpu})"
     print("$ " + " ".join(cmd[1:] if cmd[0] == sys.executable else cmd) + where, flush=True)
     extra = {}
     if cpu is not None:
@@ -61,11 +68,11 @@ def _run(cmd: list[str], log: list, timeout: float | None = None, cpu: int | Non
     dt = time.perf_counter() - t
     entry = {"command": " ".join(cmd[1:]), "rc": rc, "seconds": dt}
     if cpu is not None:
-        entry.update(background=True, cpu=cpu)
+        entry["cpu"] = cpu
+    if background:
+        entry["background"] = True
     log.append(entry)
-    print(
-        f"  -> {'background step ' if cpu is not None else ''}exit {rc} in {dt:.1f} s", flush=True
-    )
+    print(f"  -> {'background step ' if background else ''}exit {rc} in {dt:.1f} s", flush=True)
     return rc
 
 
@@ -75,7 +82,7 @@ def _lane(cmds: list[list[str]], cpu: int, log: list, timeout: float | None):
 
     def run_all():
         for cmd in cmds:
-            _run(cmd, log, timeout, cpu)
+            _run(cmd, log, timeout, cpu, background=True)
 
     thread = threading.Thread(target=run_all, daemon=True)
     thread.start()
@@ -128,7 +135,10 @@ def summarize(out: Path, args, steps, wall: float) -> str:
     where = "one CPU core (taskset -c 0, single-threaded XLA)" if pinned else "all cores"
     beside = ""
     if any(s.get("background") for s in steps):
-        beside = ", the accuracy suite and then bench_calibrate beside them on a second CPU"
+        beside = (
+            "; CPU 0: the float64 speed suite, then bench_calibrate; a second CPU: the "
+            "accuracy suite, then the float32 speed suite"
+        )
     md = [
         "# jaxdp benchmarks\n\n",
         f"Command: `{H.command_line()}`  \n",
@@ -519,31 +529,35 @@ def main(argv=None) -> int:
     calibrate = _optional_cmd("calibrate", args, out) if extras else None
     sweep = _optional_cmd("sweep", args, out) if extras else None
     # With the speed runs pinned to CPU 0, a second CPU takes the accuracy suite (it times
-    # nothing) and then the calibration benchmark (itself pinned there, single-threaded XLA,
-    # like the speed runs): each has a core and an L2 cache of its own.
-    spare = _spare_cpu() if pinned and not args.accuracy_only else None
-    lane = None
-    if spare is not None and not args.speed_only:
-        background = [accuracy] + ([calibrate] if calibrate else [])
-        lane = _lane(background, spare, steps, args.step_timeout)
-        calibrate = None
-    elif not args.speed_only:
-        _run(accuracy, steps, args.step_timeout)
-    if not args.accuracy_only:
-        flags = [*quick, "--out", str(out)]
-        if args.gpu:
-            flags.append("--gpu")
-        elif not args.all_cores:
-            flags.append("--one-core")
-        # on a GPU the float32 headline goes first, in case the time runs out
-        for dtype in ("float32", "float64") if args.gpu else ("float64", "float32"):
-            _run(
-                [py, str(HERE / "bench_speed.py"), "--dtype", dtype, *flags],
-                steps,
-                args.step_timeout,
-            )
-        if calibrate is not None:
-            _run(calibrate, steps, args.step_timeout)
+    # nothing) and then the float32 speed suite (pinned there, single-threaded XLA), while
+    # CPU 0 runs the float64 speed suite and then the calibration benchmark: two lanes of
+    # about equal length, each timed program with a core and an L2 cache of its own.
+    spare = _spare_cpu() if pinned else None
+    flags = [*quick, "--out", str(out)]
+    if args.gpu:
+        flags.append("--gpu")
+    elif not args.all_cores:
+        flags.append("--one-core")
+    # on a GPU the float32 headline goes first, in case the time runs out
+    speed = [
+        [py, str(HERE / "bench_speed.py"), "--dtype", dtype, *flags]
+        for dtype in (("float32", "float64") if args.gpu else ("float64", "float32"))
+    ]
+    if args.accuracy_only:
+        speed = []
+    background = []
+    if not args.speed_only:
+        if spare is None:
+            _run(accuracy, steps, args.step_timeout)
+        else:
+            background.append(accuracy)
+    if spare is not None and speed:
+        background.append(speed.pop())  # the float32 suite
+    lane = _lane(background, spare, steps, args.step_timeout) if background else None
+    for cmd in speed:
+        _run(cmd, steps, args.step_timeout)
+    if calibrate is not None:  # pinned beside the float64 suite's CPU when there are two
+        _run(calibrate, steps, args.step_timeout, None if spare is None else 0)
     if lane is not None:
         lane.join()
     if pinned and not args.accuracy_only and not args.quick:
