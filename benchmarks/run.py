@@ -13,8 +13,8 @@ float32 with x64 off (``bench_speed.py``, pinned to CPU 0 with single-threaded X
 goes to two lanes of about equal length, every timed program on a core and an L2 cache of
 its own (pinned, single-threaded XLA): CPU 0 runs the float64 speed suite and then
 ``bench_calibrate.py``; the second CPU runs the accuracy suite (which times nothing) and then
-the float32 speed suite (quick mode: ~90 and ~85 s, against ~100 s for all the timed
-programs on CPU 0). The cold compile times on all cores (``bench_speed.py --compile-only``,
+the float32 speed suite (quick mode in a deep slow spell of this 2-core VM: 91 and 109 s,
+114 s of wall clock). The cold compile times on all cores (``bench_speed.py --compile-only``,
 informational; not with ``--quick``) and ``bench_sweep.py`` (all cores) run last, alone. Then
 ``summary.json``/``summary.md``: the headline tables, the targets of the issue and the
 command and machine that produced them. ``--quick`` aims at two minutes of wall clock on two
@@ -562,14 +562,14 @@ def main(argv=None) -> int:
     lane = _lane(background, spare, steps, args.step_timeout) if background else None
     for cmd in speed:
         _run(cmd, steps, args.step_timeout)
-    if calibrate is not None:  # pinned beside the float64 suite's CPU when there are two
+    if calibrate is not None:  # on CPU 0 after the float64 suite when there are two CPUs
         _run(calibrate, steps, args.step_timeout, None if spare is None else 0)
     if lane is not None:
         lane.join()
     if pinned and not args.accuracy_only and not args.quick:
         # what a first call costs with every core compiling (informational; alone, after the
         # pinned runs, so that nothing else shares the cores). Not in --quick: its 10-20 s
-        # come after the pinned speed runs (~100 s, the longest part) and would break the
+        # would come after both lanes (the longer one 109 s in a slow spell) and break the
         # two minutes
         _run(
             [py, str(HERE / "bench_speed.py"), "--compile-only", "--out", str(out)],
