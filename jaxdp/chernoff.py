@@ -106,7 +106,7 @@ def _grad2(P, Q, consts, a):
     ones = jnp.ones_like(a)
 
     def first(a):
-        return jax.jvp(lambda t: raw_log_bc(P, Q, t), (a,), (ones,))[1]
+        return jax.jvp(lambda t: raw_log_bc(P, Q, t, unit=True), (a,), (ones,))[1]
 
     return jax.jvp(first, (a,), (ones,))
 
@@ -253,7 +253,7 @@ def _newton(P, Q, shape, dtype, max_steps):
             value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
             g, h = -d1, -d2
         else:
-            value, (g, h) = raw_log_bc(P, Q, alpha), carried
+            value, (g, h) = raw_log_bc(P, Q, alpha, unit=True), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
@@ -288,7 +288,7 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
     at0, at1 = d0 > 0, d1 < 0
 
     def objective(z):
-        return jnp.sum(raw_log_bc(P, Q, jax.nn.sigmoid(z)))
+        return jnp.sum(raw_log_bc(P, Q, jax.nn.sigmoid(z), unit=True))
 
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
@@ -336,7 +336,7 @@ def _value_derivs(P, Q, consts, a):
         out = kernel.value_derivs(consts, a)
         return out if len(out) == 4 else (*out, None)
     d1, d2 = _grad2(P, Q, consts, a)
-    return raw_log_bc(P, Q, a), d1, d2, None
+    return raw_log_bc(P, Q, a, unit=True), d1, d2, None
 
 
 def _one_pass(P, Q) -> bool:
@@ -366,7 +366,7 @@ def _envelope_jvp(primals, tangents):
     value, a_star, P, Q = primals
     _, _, tP, tQ = tangents
     a_star = lax.stop_gradient(a_star)
-    _, t = jax.jvp(lambda P, Q: raw_log_bc(P, Q, a_star), (P, Q), (tP, tQ))
+    _, t = jax.jvp(lambda P, Q: raw_log_bc(P, Q, a_star, unit=True), (P, Q), (tP, tQ))
     return value, jnp.broadcast_to(t, value.shape).astype(value.dtype)
 
 

@@ -114,14 +114,20 @@ def check_pair(P: Distribution, Q: Distribution, *extra_shapes) -> None:
     )
 
 
-def raw_log_bc(P, Q, alpha):
-    """``log C_alpha`` without validation (kernels; also ``alpha > 1`` for Rényi)."""
+def raw_log_bc(P, Q, alpha, *, unit=False):
+    """``log C_alpha`` without validation (kernels; also ``alpha > 1`` for Rényi).
+
+    ``unit=True`` promises ``alpha`` in [0, 1]: a kernel's ``log_bc_unit`` is then used where
+    it has one (the same values, without the branch for Rényi orders above 1).
+    """
     if isinstance(P, Product):
         total = 0.0
         for (p, n), q in zip(P._items(), Q.components, strict=True):
-            total = total + n * raw_log_bc(p, q, alpha)
+            total = total + n * raw_log_bc(p, q, alpha, unit=unit)
         return total
-    return kernel_for(P, Q).log_bc(*standardize(P, Q), alpha)
+    kernel = kernel_for(P, Q)
+    fn = getattr(kernel, "log_bc_unit", kernel.log_bc) if unit else kernel.log_bc
+    return fn(*standardize(P, Q), alpha)
 
 
 def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
@@ -153,5 +159,5 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
 def _log_bc(P, Q, alpha):
     # One compiled kernel per pair structure and shape, also when called eagerly.
     inside = (alpha >= 0) & (alpha <= 1)
-    out = raw_log_bc(P, Q, jnp.where(inside, alpha, 0.5))
+    out = raw_log_bc(P, Q, jnp.where(inside, alpha, 0.5), unit=True)
     return jnp.where(inside, out, jnp.nan)

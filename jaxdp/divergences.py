@@ -64,7 +64,7 @@ def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
 
 @_jit.jit
 def _half(P, Q):
-    return raw_log_bc(P, Q, jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype)))
+    return raw_log_bc(P, Q, jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype)), unit=True)
 
 
 def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:

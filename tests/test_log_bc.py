@@ -219,6 +219,32 @@ def test_hand_written_derivatives_equal_autodiff():
         assert _rel_err(d2, e2).max() < 1e-9
 
 
+@pytest.mark.parametrize("cls", [jd.Laplace, jd.DiscreteLaplace], ids=["laplace", "discrete"])
+def test_unit_interval_form_equals_full_form(cls):
+    # log_bc_unit (alpha in [0, 1] only, used by jd.log_bc and the solver) drops the branch
+    # for Renyi orders above 1: the same value, and the same parameter-derivatives up to the
+    # rounding of a differently fused evaluation (scale tangents cancel to ~1e-4 of their
+    # terms, hence the absolute floor of 1e-14 of the largest tangent).
+    rng = np.random.default_rng(11)
+    n = 48
+    locs = rng.uniform(-4, 4, (2, n))
+    if cls is jd.DiscreteLaplace:
+        locs = np.round(locs)
+    P = cls(jnp.asarray(locs[0]), jnp.asarray(np.exp(rng.uniform(-2, 2, n))))
+    Q = cls(jnp.asarray(locs[1]), jnp.asarray(np.exp(rng.uniform(-2, 2, n))))
+    a = jnp.asarray(np.concatenate([ALPHAS, rng.uniform(0, 1, n - len(ALPHAS))]))
+
+    def both(P, Q):
+        return raw_log_bc(P, Q, a), raw_log_bc(P, Q, a, unit=True)
+
+    (full, unit), (t_full, t_unit) = jax.jit(
+        lambda P, Q: jax.jvp(both, (P, Q), jax.tree_util.tree_map(jnp.ones_like, (P, Q)))
+    )(P, Q)
+    np.testing.assert_allclose(unit, full, rtol=2e-16, atol=0)
+    scale = float(jnp.max(jnp.abs(t_full)))
+    np.testing.assert_allclose(t_unit, t_full, rtol=1e-13, atol=1e-14 * scale)
+
+
 def test_derivative_identities_at_the_ends():
     # d/da log C_a at 0 is -D(Q||P), at 1 is +D(P||Q) (eqs. (16)-(17), for f = -log C)
     P = jd.Laplace(jnp.array([0.0, 1.0]), jnp.array([1.0, 2.0]))

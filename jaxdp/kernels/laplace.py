@@ -32,10 +32,10 @@ SAME_SUPPORT = True
 THIRD_DERIVATIVE = True
 
 
-def log_bc(P, Q, a):
+def _shift_args(P, Q, a):
+    r""":math:`\rho`, :math:`x` and :math:`\psi(d)`, :math:`1 - \psi(d)` (module docstring)."""
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
-    rho = sp.log_ratio(b2, b1)
     l1 = a / b1 * delta
     l2 = (1.0 - a) / b2 * delta
     # x = min(l1, l2), d = |l1 - l2|, written with one branch choice so that derivatives
@@ -45,20 +45,33 @@ def log_bc(P, Q, a):
     x = jnp.where(left, l1, l2)
     diff = ((1.0 - a) * b1 - a * b2) / (b1 * b2) * delta  # l2 - l1
     d = jnp.where(left, diff, -diff)
-    p = sp.psi(d)
-    omp = sp.one_minus_psi(d)
-    # a in [0, 1]: x >= 0, both terms non-negative.
+    return sp.log_ratio(b2, b1), x, sp.psi(d), sp.one_minus_psi(d)
+
+
+def _shift_unit(x, p, omp):
+    """The bracket for ``a`` in [0, 1]: ``x >= 0``, both terms non-negative."""
     xp = jnp.maximum(x, 0.0)
-    shift_pos = -sp.log1pmx(xp) + fm.log1p(xp * omp / (1.0 + xp * p))
+    return -sp.log1pmx(xp) + fm.log1p(xp * omp / (1.0 + xp * p))
+
+
+def log_bc(P, Q, a):
+    rho, x, p, omp = _shift_args(P, Q, a)
     # a > 1 (Rényi orders above 1): x < 0 and |x| psi(d) < 1/2 where the integral converges.
     xn = jnp.minimum(x, 0.0)
     xpn = jnp.maximum(xn * p, -0.5)
     shift_neg = xn * omp - sp.log1pmx(xpn)
-    shift = jnp.where(x >= 0, shift_pos, shift_neg)
+    shift = jnp.where(x >= 0, _shift_unit(x, p, omp), shift_neg)
     # Convergence (only an issue for a > 1): a/b1 + (1-a)/b2 > 0.
-    converges = ~(a * b2 + (1.0 - a) * b1 <= 0)  # NaN propagates
+    converges = ~(a * Q.scale + (1.0 - a) * P.scale <= 0)  # NaN propagates
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     return jnp.where(converges, -gap - shift, jnp.inf)
+
+
+def log_bc_unit(P, Q, a):
+    """:func:`log_bc` for ``a`` in [0, 1] only (the same value there): without the branch
+    for Rényi orders above 1, whose value and derivatives would be computed and discarded."""
+    rho, x, p, omp = _shift_args(P, Q, a)
+    return -sp.mixture_gap(a, rho) - _shift_unit(x, p, omp)
 
 
 def kl(P, Q):
