@@ -11,12 +11,19 @@ s, compile s, ns per pair (median of 5), max solver iterations.
 ``--fusion-cost`` instead compiles synthetic elementwise programs (k independent kernels of
 n chained operations each, on 4096 float64 elements) and prints the best of three compile
 times for each: what one fused kernel and one operation in it cost XLA:CPU here.
+
+``--output-floor`` times a jitted function that only writes outputs of the dtypes and sizes
+of ``jaxdp.chernoff``'s five fields (batch 1e5, 1e6, 1e7, in that order in one process), and
+counts the page faults a call takes (``ru_minflt``): the memory cost of a call, whatever it
+computes.
 """
 
 from __future__ import annotations
 
 import argparse
 import re
+import resource
+import statistics
 import time
 
 import jax
@@ -94,15 +101,42 @@ def fusion_cost() -> None:
         )
 
 
+def output_floor() -> None:
+    fn = jax.jit(lambda a, b, c, d: (a + b, c * d, a - d, a > c, (b * 3).astype(jnp.int32)))
+    for n in (10**5, 10**6, 10**7):
+        args = [jax.random.normal(k, (n,)) for k in jax.random.split(jax.random.PRNGKey(0), 4)]
+        jax.block_until_ready(fn(*args))
+        reps = max(3, 3 * 10**6 // n)
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        times = []
+        for _ in range(7):
+            t = time.perf_counter()
+            for _ in range(reps):
+                out = fn(*args)
+            jax.block_until_ready(out)
+            times.append((time.perf_counter() - t) / reps)
+        faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (7 * reps)
+        pages = n * (3 * 8 + 1 + 4) / 4096
+        print(
+            f"batch {n:.0e}  {statistics.median(times) / n * 1e9:5.1f} ns/pair  "
+            f"{faults:7.0f} page faults a call for {pages:7.0f} pages of output",
+            flush=True,
+        )
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--families", default="Laplace,Gaussian")
     ap.add_argument("--fusion-cost", action="store_true", help="compile cost of synthetic kernels")
+    ap.add_argument("--output-floor", action="store_true", help="cost of writing the outputs")
     args = ap.parse_args()
     jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # warm up XLA itself
     if args.fusion_cost:
         fusion_cost()
+        return
+    if args.output_floor:
+        output_floor()
         return
     for name in args.families.split(","):
         fn, xs = _problem(name, args.n, jax.random.PRNGKey(0))

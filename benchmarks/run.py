@@ -267,11 +267,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                 "\nscipy: `quad` split at the locations inside `minimize_scalar`, timed "
                 "on a few hundred pairs and extrapolated; grid: numpy closed form on "
                 '1000 alphas; optax: `jd.chernoff(P, Q, method="optax")`'
-                + (
-                    " (quick mode: Laplace only; it compiles for ~6-10 s a family)"
-                    if args.quick
-                    else ""
-                )
+                + (" (quick mode: Laplace only, to save its compile time)" if args.quick else "")
                 + ".\n"
             )
         if s64 and s64.get("limits"):

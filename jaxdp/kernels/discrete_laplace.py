@@ -102,16 +102,14 @@ def _direct(b1, b2, delta, a):
 def log_bc_unit(P, Q, a):
     """:func:`log_bc` for ``a`` in [0, 1] only (the same value there): the stable form alone,
     without the direct form for Rényi orders above 1, whose value and derivatives would be
-    computed and discarded (21 of the 224 kernels of the geometric mechanism's calibration)."""
+    computed and discarded."""
     return _stable(P.scale, Q.scale, jnp.abs(Q.loc - P.loc), a)
 
 
 def log_bc(P, Q, a):
-    b1, b2 = P.scale, Q.scale
-    delta = jnp.abs(Q.loc - P.loc)
     inside = a <= 1.0
-    stable = _stable(b1, b2, delta, jnp.where(inside, a, 0.5))
-    direct = _direct(b1, b2, delta, jnp.where(inside, 2.0, a))
+    stable = log_bc_unit(P, Q, jnp.where(inside, a, 0.5))
+    direct = _direct(P.scale, Q.scale, jnp.abs(Q.loc - P.loc), jnp.where(inside, 2.0, a))
     return jnp.where(inside, stable, direct)
 
 
