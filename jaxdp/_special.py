@@ -288,17 +288,29 @@ class ScaleConsts(NamedTuple):
     km: jax.Array
 
 
-def scale_consts(num, den, power=1):
+def scale_consts(num, den, power=1, inv=None):
     r""":class:`ScaleConsts` for :math:`e^\rho = (\text{num}/\text{den})^{p}`, ``p`` 1 or 2
     (scales of Laplace, variances of Gaussians); :math:`K` from the difference, so it keeps
-    relative accuracy for nearly equal scales."""
-    r = num / den
+    relative accuracy for nearly equal scales.
+
+    Every quotient is a product with one of the reciprocals ``inv = (1/num, 1/den)`` (passed
+    by callers that divide by the same scales): two divisions instead of five, each product
+    within an ulp of the quotient (two kernels fewer to compile for a Laplace or Gaussian
+    pair, ~17 ms each on XLA:CPU). :math:`\rho` is :func:`log_ratio`'s ``log1p`` of
+    :math:`|\text{num} - \text{den}|/\min(\text{num}, \text{den})`.
+    """
+    inv_num, inv_den = (1.0 / num, 1.0 / den) if inv is None else inv
+    diff = num - den  # exact when the two are close (Sterbenz)
+    up = diff >= 0
+    y = fm.log1p(jnp.where(up, diff * inv_den, -diff * inv_num))
+    rho = power * jnp.where(up, y, -y)
+    r = num * inv_den
     if power == 1:
-        w, k = r, (num - den) / den
+        w, k, km = r, diff * inv_den, -diff * inv_num
     else:
-        w, k = r * r, (num - den) * (num + den) / (den * den)
-    rho = power * log_ratio(num, den)
-    return ScaleConsts(rho, k, w, phi(rho), -k / w)
+        ds = diff * (num + den)
+        w, k, km = r * r, ds * inv_den * inv_den, -ds * inv_num * inv_num
+    return ScaleConsts(rho, k, w, phi(rho), km)
 
 
 def pure_scale_alpha(rho, k):
