@@ -314,6 +314,26 @@ def test_large_cpu_batches_are_chunked_without_changing_results(family):
     assert bool(jnp.all(jnp.diff(big.information) != 0))
 
 
+def test_float32_cpu_chunks_hold_twice_the_pairs():
+    from jaxdp.chernoff import _cpu_chunk
+
+    P = jd.Laplace(0.0, 1.0)
+    chunk = _cpu_chunk(P, P, jnp.float32)
+    assert chunk == 2 * _cpu_chunk(P, P, jnp.float64)
+    n = 4 * chunk + 3  # the chunked path in float32
+    b = jnp.linspace(0.5, 2.0, n, dtype=jnp.float32)
+    loc = jnp.linspace(0.0, 3.0, n, dtype=jnp.float32)
+    big = jd.chernoff(jd.Laplace(jnp.float32(0.0), b), jd.Laplace(loc, jnp.float32(1.3)))
+    idx = np.array([0, chunk - 1, chunk, n - chunk - 1, n - chunk, n - 1])
+    small = jd.chernoff(
+        jd.Laplace(jnp.float32(0.0), b[idx]), jd.Laplace(loc[idx], jnp.float32(1.3))
+    )
+    assert big.information.dtype == jnp.float32
+    np.testing.assert_array_equal(big.information[idx], small.information)
+    np.testing.assert_array_equal(big.alpha[idx], small.alpha)
+    assert bool(jnp.all(big.converged))
+
+
 def test_nested_in_user_transformations():
     # jaxdp's entry points carry CPU compiler options, which JAX refuses on a nested jit:
     # inside a user's jit (traced arguments or closed-over constants), vmap and grad the

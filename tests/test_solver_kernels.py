@@ -188,7 +188,7 @@ def test_mixture_gap_pre_vs_mpmath():
     num = np.exp(rho)
     sc = sp.scale_consts(jnp.asarray(num), jnp.ones_like(jnp.asarray(num)))
     # the precomputed phi(rho), exp(rho) - 1 and exp(-rho) - 1, within a few ulp (phi ~ rho^2
-    # doubles the rounding of rho; K and exp(-rho) - 1 are products with 1/num, 1/den)
+    # doubles the rounding of rho; exp(-rho) - 1 = -K/w adds one)
     with mp.workdps(50):
         for i, x in enumerate(num):
             r = mp.log(mp.mpf(x))

@@ -501,7 +501,7 @@ def value_derivs(consts, a):
     lg2 = jnp.where(near2, lf - c.g12, lf)
     br1 = jnp.where(close1, ser1, lg1 - b * dk * gp)
     br2 = jnp.where(close2, ser2, lg2 + a * dk * gp)
-    br1, br2, shift, s1, s2, s3 = sp.stored(a, br1, br2, shift, s1, s2, s3)
+    br1, br2, shift, s1 = sp.stored(a, br1, br2, shift, s1)
     value = a * br1 + b * br2 - shift
     return value, br1 - br2 - s1, g2 - s2, g3 - s3
 

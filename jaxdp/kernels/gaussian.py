@@ -104,9 +104,7 @@ def derivs_setup(P, Q):
     :math:`r = \sigma_2/\sigma_1`."""
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
-    inv1 = 1.0 / s1  # shared: two divisions per pair in all
-    dn = delta * inv1
-    return sp.scale_consts(s2, s1, power=2, inv=(1.0 / s2, inv1)), 0.5 * dn * dn, s2 * inv1
+    return sp.scale_consts(s2, s1, power=2), delta * delta / (2.0 * s1 * s1), s2 / s1
 
 
 def initial_alpha(consts):
