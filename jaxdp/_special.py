@@ -441,7 +441,10 @@ def stored(a, *xs):
     times per trip (one core, batch 1e5: discrete Laplace ~25% faster and ~20% less compile
     time, Laplace ~10% faster for two more kernels). The higher derivatives need no store:
     the solver reads them only in its step, whose own division is stored once (storing them
-    too cost Laplace ~8% in float64 and ~13% in float32, and one more kernel).
+    too cost Laplace ~8% in float64 and ~13% in float32, and one more kernel). Since the
+    solver reads the signs of :math:`f'` from that step too (``SIGNED_STEP``, see
+    :mod:`jaxdp.chernoff`), Laplace stores only its value; discrete Laplace, which opts out,
+    stores the pieces of its value and :math:`f'`.
     """
     one = 1.0 + 0.0 * a
     return tuple(x / one for x in xs)

@@ -181,22 +181,31 @@ def _newton(P, Q, shape, dtype, max_steps):
     at1 = -d1 > 0
     x0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
 
-    def next_step(a, g, h, t, lo, hi):
+    def newton_step(g, h, t):
         # Newton -g/h, or Halley -g/(h (1 - g t / (2 h^2))) = -g h/(h^2 - g t/2) while that
-        # factor stays within (1/2, 2); one division either way. nan where it is no step:
-        # f not concave there (h >= 0), or the step leaves the bracket. The concavity test
-        # sits inside the division, so that h and t are read by that one kernel only (the
-        # kernels need not store them: see jaxdp._special.stored).
+        # factor stays within (1/2, 2); one division either way. nan where f is not
+        # concave (h >= 0: no step), tested inside the division so that h and t are read
+        # by that one kernel only (kernels need not store them: jaxdp._special.stored).
         concave = h < 0
         if halley:
             h2 = h * h
             den = h2 - 0.5 * g * t
             mild = (den > 0.5 * h2) & (den < 2.0 * h2)
-            s = -g * jnp.where(mild, h, 1.0) / jnp.where(concave, jnp.where(mild, den, h), jnp.nan)
-        else:
-            s = -g / jnp.where(concave, h, jnp.nan)
-        ok = jnp.isfinite(s) & (a + s >= lo) & (a + s <= hi)
-        return jnp.where(ok, s, jnp.nan)
+            return (
+                -g * jnp.where(mild, h, 1.0) / jnp.where(concave, jnp.where(mild, den, h), jnp.nan)
+            )
+        return -g / jnp.where(concave, h, jnp.nan)
+
+    def signed_step(g, h, t):
+        # The step, and +-inf with the sign of g where f is not concave, 0 where g = 0, nan
+        # where g is: then sign(r) = sign(g) everywhere (h < 0 where there is a step), and r
+        # carries all that the trip needs of f' too. The derivatives then reach one kernel
+        # only, this division's, and are computed once per trip without being stored,
+        # instead of in that kernel and again in those of the bracket and status updates
+        # (one core, batch 1e5, interleaved: Laplace 10-11% and Gaussian 6% faster in both
+        # precisions).
+        r = jnp.where(h < 0, newton_step(g, h, t), jnp.where(g > 0, jnp.inf, -jnp.inf))
+        return jnp.where(g == 0, 0.0, jnp.where(jnp.isnan(g), jnp.nan, r))
 
     # Loop state: the point x (the next to evaluate; the answer once finished), the bracket
     # [lo, hi] and a status number: the count c of evaluations so far while unfinished (>= 0,
@@ -211,6 +220,7 @@ def _newton(P, Q, shape, dtype, max_steps):
     # value only, whose code shares nothing with the hand-written derivatives (evaluating
     # both there cost 13 more kernels on the quadrature path).
     one_pass = _one_pass(P, Q)
+    signed = _signed_step(P, Q)
 
     def cond(state):
         top = jnp.max(state[3])
@@ -226,14 +236,17 @@ def _newton(P, Q, shape, dtype, max_steps):
             _, n1, n2, n3 = _value_derivs(P, Q, consts_, x)
         else:
             (n1, n2), n3 = _grad2(P, Q, consts_, x), None
-        g, h = -n1, -n2
+        g, h, t = -n1, -n2, (-n3 if halley else 0.0)
+        s = signed_step(g, h, t) if signed else newton_step(g, h, t)
+        sg = s if signed else g  # the same signs, zeros and nans (signed_step)
         # f is concave: the optimum lies right of x where f'(x) > 0, left where f'(x) < 0.
-        lo = jnp.where(active & (g > 0), x, lo)
-        hi = jnp.where(active & (g < 0), x, hi)
-        s = next_step(x, g, h, -n3 if halley else 0.0, lo, hi)
+        lo = jnp.where(active & (sg > 0), x, lo)
+        hi = jnp.where(active & (sg < 0), x, hi)
+        # no step where f is not concave there or the step leaves the bracket
+        s = jnp.where(jnp.isfinite(s) & (x + s >= lo) & (x + s <= hi), s, jnp.nan)
         # (or the step is below the spacing of x: float32 with alpha* within ~1e-7 of 1)
         small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
-        stop = (g == 0) | (hi - lo <= 4 * eps) | jnp.isnan(g)
+        stop = (sg == 0) | (hi - lo <= 4 * eps) | jnp.isnan(sg)
         step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
         if one_pass:  # the status of an unfinished element is its count of evaluations
             count = status + 1
@@ -347,6 +360,15 @@ def _one_pass(P, Q) -> bool:
     if isinstance(P, Product):
         return all(_one_pass(p, q) for p, q in zip(P.components, Q.components, strict=True))
     return hasattr(kernel_for(P, Q), "value_derivs")
+
+
+def _signed_step(P, Q) -> bool:
+    """Whether the loop reads the signs of f' from its step (``signed_step``); a kernel
+    module may opt out with ``SIGNED_STEP = False`` (discrete Laplace: 10-16% slower in
+    float32 that way, though 10-13% faster in float64; not understood yet)."""
+    if isinstance(P, Product):
+        return all(_signed_step(p, q) for p, q in zip(P.components, Q.components, strict=True))
+    return getattr(kernel_for(P, Q), "SIGNED_STEP", True)
 
 
 def _has_third(P, Q) -> bool:

@@ -339,6 +339,40 @@ def test_float32_cpu_chunks_hold_twice_the_pairs():
     assert bool(jnp.all(jnp.diff(big.information) != 0))
 
 
+def test_signed_step_takes_the_same_steps_as_the_plain_one(monkeypatch):
+    # the loop reads the signs of f' from its step (jaxdp.chernoff signed_step); a kernel
+    # module may opt out (SIGNED_STEP = False). Both must take the same steps: random pairs,
+    # equal scales (a* = 1/2 exactly), P == Q (f' = 0 everywhere) and a nan parameter.
+    from jaxdp.kernels import laplace
+
+    rng = np.random.default_rng(11)
+    n = 64
+    m1, m2 = rng.normal(0, 2, n), rng.normal(0, 2, n)
+    b1, b2 = np.exp(rng.uniform(-3, 3, n)), np.exp(rng.uniform(-3, 3, n))
+    b2[:4] = b1[:4]
+    m2[4:6], b2[4:6] = m1[4:6], b1[4:6]
+    b1[6] = np.nan
+    args = tuple(jnp.asarray(v) for v in (m1, b1, m2, b2))
+
+    def solve(max_steps):  # under jit: nan gives nan, not an error; a trace of its own
+        def run(a, b, c, d):
+            return jd.chernoff(jd.Laplace(a, b), jd.Laplace(c, d), max_steps=max_steps)
+
+        return jax.jit(run)(*args)
+
+    signed = solve(97)
+    monkeypatch.setattr(laplace, "SIGNED_STEP", False, raising=False)
+    plain = solve(98)
+    np.testing.assert_allclose(signed.information, plain.information, rtol=1e-14, atol=0)
+    np.testing.assert_allclose(signed.alpha, plain.alpha, rtol=1e-14, atol=0)
+    # the certificate f'(a*) is rounding noise (~1e-16) at an interior optimum
+    np.testing.assert_allclose(signed.derivative, plain.derivative, rtol=0, atol=1e-14)
+    np.testing.assert_array_equal(signed.converged, plain.converged)
+    np.testing.assert_array_equal(signed.iterations, plain.iterations)
+    assert not bool(signed.converged[6]) and bool(jnp.all(signed.converged[:6]))
+    np.testing.assert_array_equal(signed.information[4:6], 0.0)
+
+
 def test_nested_in_user_transformations():
     # jaxdp's entry points carry CPU compiler options, which JAX refuses on a nested jit:
     # inside a user's jit (traced arguments or closed-over constants), vmap and grad the

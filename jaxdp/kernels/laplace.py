@@ -221,5 +221,5 @@ def value_derivs(consts, a):
     e2 = -(2.0 * om * xp + x * omd * dp) * dp * inv  # D''/D
     e3 = -(3.0 * omd * xp + x * omdd * dp) * dp * dp * inv  # D^(3)/D
     d3 = -2.0 * kd * kd * kd + e3 - 3.0 * e2 * e1 + 2.0 * e1 * e1 * e1
-    value, d1 = sp.stored(a, value, d1)  # each computed once (see sp.stored)
+    (value,) = sp.stored(a, value)  # computed once (see sp.stored)
     return value, d1, d2, d3
