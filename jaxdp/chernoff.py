@@ -202,8 +202,8 @@ def _newton(P, Q, shape, dtype, max_steps):
         # carries all that the trip needs of f' too. The derivatives then reach one kernel
         # only, this division's, and are computed once per trip without being stored,
         # instead of in that kernel and again in those of the bracket and status updates
-        # (one core, batch 1e5, interleaved: Laplace 10-11% and Gaussian 6% faster in both
-        # precisions).
+        # (one core, batch 1e5, interleaved: Gaussian 6-9% faster in float64, 4-6% in
+        # float32; Laplace and discrete Laplace opt out, see _signed_step).
         r = jnp.where(h < 0, newton_step(g, h, t), jnp.where(g > 0, jnp.inf, -jnp.inf))
         return jnp.where(g == 0, 0.0, jnp.where(jnp.isnan(g), jnp.nan, r))
 
@@ -364,8 +364,9 @@ def _one_pass(P, Q) -> bool:
 
 def _signed_step(P, Q) -> bool:
     """Whether the loop reads the signs of f' from its step (``signed_step``); a kernel
-    module may opt out with ``SIGNED_STEP = False`` (discrete Laplace: 10-16% slower in
-    float32 that way, though 10-13% faster in float64; not understood yet)."""
+    module may opt out with ``SIGNED_STEP = False``: discrete Laplace (10-16% slower in
+    float32 that way, though 10-13% faster in float64; not understood yet) and Laplace
+    (faster in both, but less so in float32: see its module)."""
     if isinstance(P, Product):
         return all(_signed_step(p, q) for p, q in zip(P.components, Q.components, strict=True))
     return getattr(kernel_for(P, Q), "SIGNED_STEP", True)
