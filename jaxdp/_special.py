@@ -441,11 +441,10 @@ def stored(a, *xs):
     times per trip (one core, batch 1e5: discrete Laplace ~25% faster and ~20% less compile
     time, Laplace ~10% faster for two more kernels). The higher derivatives need no store:
     the solver reads them only in its step, whose own division is stored once (storing them
-    too cost Laplace ~8% in float64 and ~13% in float32, and one more kernel). Where the
-    solver reads the signs of :math:`f'` from that step too (``SIGNED_STEP``, see
-    :mod:`jaxdp.chernoff`), :math:`f'` needs no store either (Laplace, with its value only,
-    is 10% faster so); Laplace and discrete Laplace opt out of that and store :math:`f'`
-    or the pieces of it.
+    too cost Laplace ~8% in float64 and ~13% in float32, and one more kernel). A kernel whose
+    loop reads the signs of :math:`f'` from that step too (``SIGNED_STEP``, the default; see
+    :mod:`jaxdp.chernoff`) need not store :math:`f'` either: Laplace stores only its value;
+    discrete Laplace opts out of that (see its module) and stores the pieces of :math:`f'`.
     """
     one = 1.0 + 0.0 * a
     return tuple(x / one for x in xs)

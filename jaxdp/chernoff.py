@@ -202,8 +202,9 @@ def _newton(P, Q, shape, dtype, max_steps):
         # carries all that the trip needs of f' too. The derivatives then reach one kernel
         # only, this division's, and are computed once per trip without being stored,
         # instead of in that kernel and again in those of the bracket and status updates
-        # (one core, batch 1e5, interleaved: Gaussian 6-9% faster in float64, 4-6% in
-        # float32; Laplace and discrete Laplace opt out, see _signed_step).
+        # (benchmarks/compare_trees.py against trees with SIGNED_STEP = False: Laplace, with
+        # its value-only store, ~13% faster in float64 and ~11% in float32, Gaussian ~5% in
+        # float32; discrete Laplace opts out, see _signed_step).
         r = jnp.where(h < 0, newton_step(g, h, t), jnp.where(g > 0, jnp.inf, -jnp.inf))
         return jnp.where(g == 0, 0.0, jnp.where(jnp.isnan(g), jnp.nan, r))
 
@@ -364,9 +365,8 @@ def _one_pass(P, Q) -> bool:
 
 def _signed_step(P, Q) -> bool:
     """Whether the loop reads the signs of f' from its step (``signed_step``); a kernel
-    module may opt out with ``SIGNED_STEP = False``: discrete Laplace (10-16% slower in
-    float32 that way, though 10-13% faster in float64; not understood yet) and Laplace
-    (faster in both, but less so in float32: see its module)."""
+    module may opt out with ``SIGNED_STEP = False``, as discrete Laplace does (10-19% slower
+    in float32 that way, though 10-13% faster in float64; not understood yet)."""
     if isinstance(P, Product):
         return all(_signed_step(p, q) for p, q in zip(P.components, Q.components, strict=True))
     return getattr(kernel_for(P, Q), "SIGNED_STEP", True)
@@ -445,19 +445,17 @@ def chernoff(
 #: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
 #: (a ``lax.fori_loop`` over the chunks): the solver's intermediates then stay in cache
 #: (one core, batch 1e5: Laplace 183 vs 258 ns/pair unchunked, Gaussian 71 vs 114; chunks
-#: of 2048 to 16384 pairs are equally fast in float64). A kernel module may set its own
-#: ``CPU_CHUNK`` (discrete Laplace, whose loop carries more per-pair constants: 1024). Both
-#: count float64 pairs: a float32 chunk holds twice as many, in the same bytes (one core,
-#: batch 1e5, three interleaved runs: float32 Laplace 32.2-32.5 vs 32.7-33.3 ns/pair with
-#: 4096-pair chunks, Gaussian 16.6-16.7 vs 16.9-17.1).
+#: of 2048 to 16384 pairs are equally fast, in float32 too: float32 chunks of 8192 pairs, the
+#: same bytes, were within 2-8% of 4096 either way in interleaved runs of
+#: benchmarks/compare_trees.py). A kernel module may set its own ``CPU_CHUNK`` (discrete
+#: Laplace, whose loop carries more per-pair constants: 1024).
 CPU_CHUNK = 4096
 
 
-def _cpu_chunk(P, Q, dtype=jnp.float64) -> int:
-    per_pair = max(1, 8 // jnp.dtype(dtype).itemsize)
+def _cpu_chunk(P, Q) -> int:
     if isinstance(P, Product):
-        return CPU_CHUNK * per_pair
-    return getattr(kernel_for(P, Q), "CPU_CHUNK", CPU_CHUNK) * per_pair
+        return CPU_CHUNK
+    return getattr(kernel_for(P, Q), "CPU_CHUNK", CPU_CHUNK)
 
 
 def _scalar_leaves(d) -> bool:
@@ -470,8 +468,7 @@ def _scalar_leaves(d) -> bool:
 def _chernoff_dispatch(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     size = math.prod(shape)
-    dtype = jnp.result_type(P.dtype, Q.dtype, float)
-    chunk_size = _cpu_chunk(P, Q, dtype)
+    chunk_size = _cpu_chunk(P, Q)
     if not (
         jax.default_backend() == "cpu"
         and size >= 4 * chunk_size
@@ -484,6 +481,7 @@ def _chernoff_dispatch(P, Q, method, max_steps):
     # every result is written in place (no padding, reshaping or slicing kernels to compile).
     n_chunks = -(-size // chunk_size)
     Pf, Qf = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), (P, Q))
+    dtype = jnp.result_type(P.dtype, Q.dtype, float)
     # Every element is overwritten. Three different fill values, because one shared
     # broadcast would be copied into each loop-carried buffer (a copy kernel per buffer:
     # ~3% of the run time of a batch of 1e5 Gaussian pairs).

@@ -43,8 +43,9 @@ THIRD_DERIVATIVE = True
 #: core, batch 1e5, float64: ~415 ns/pair vs ~530 with 4096; float32 the same either way).
 CPU_CHUNK = 1024
 #: The solver reads the signs of f' from f' itself, not from its step (see
-#: ``jaxdp.chernoff._signed_step``): one core, batch 1e5, interleaved, reading them from the
-#: step made float64 10-13% faster but float32 10-16% slower (not understood yet).
+#: ``jaxdp.chernoff._signed_step``): reading them from the step made float64 10-13% faster
+#: but float32 10-19% slower (``benchmarks/compare_trees.py --families DiscreteLaplace``
+#: with ``--tree signed=.:kernels.discrete_laplace.SIGNED_STEP=True``; not understood yet).
 SIGNED_STEP = False
 
 

@@ -30,11 +30,6 @@ from jaxdp import _special as sp
 SAME_SUPPORT = True
 #: :func:`value_derivs` also returns the third derivative (the solver takes Halley steps).
 THIRD_DERIVATIVE = True
-#: The solver reads the signs of f' from f' itself, not from its step (see
-#: ``jaxdp.chernoff._signed_step``): one core, batch 1e5, interleaved, reading them from the
-#: step (and storing only the value) made float64 10-11% and float32 9-10% faster, but took
-#: the float32/float64 ratio, a target of the benchmarks, from 3.11-3.19 to 2.98-3.10.
-SIGNED_STEP = False
 
 
 def _shift_args(P, Q, a):
@@ -226,5 +221,5 @@ def value_derivs(consts, a):
     e2 = -(2.0 * om * xp + x * omd * dp) * dp * inv  # D''/D
     e3 = -(3.0 * omd * xp + x * omdd * dp) * dp * dp * inv  # D^(3)/D
     d3 = -2.0 * kd * kd * kd + e3 - 3.0 * e2 * e1 + 2.0 * e1 * e1 * e1
-    value, d1 = sp.stored(a, value, d1)  # each computed once (see sp.stored)
+    (value,) = sp.stored(a, value)  # computed once (see sp.stored)
     return value, d1, d2, d3
