@@ -4,7 +4,7 @@ Usage::
 
     python benchmarks/bench_accuracy.py [--quick | --tiny] [--out benchmarks/results]
 
-Writes ``accuracy.json`` and ``accuracy.md`` under ``--out``. Three sections:
+Writes ``accuracy.json`` and ``accuracy.md`` under ``--out``. Four sections:
 
 1. **Paper formulas** (:mod:`jaxdp.paper`, implemented as printed) against the exact value
    they aim at (:mod:`jaxdp.conversions`, cross-checked against :func:`jaxdp.chernoff`,
@@ -20,6 +20,8 @@ Writes ``accuracy.json`` and ``accuracy.md`` under ``--out``. Three sections:
    against the reference at its own rounded parameters).
 3. **Quadrature vs closed forms**: ``jaxdp.kernels.quadrature.log_bc`` at ``level`` L
    (step ``2**-L``) against the closed-form kernels, with the number of nodes.
+4. **TV on the quadrature path**: ``jaxdp.tv`` on random Laplace vs Gaussian pairs against
+   the exact value, float64 and float32.
 
 The ``checks`` list in the JSON records pass/fail of the accuracy thresholds
 (:data:`THRESHOLDS`); the exit status is 1 when one fails.
@@ -52,6 +54,9 @@ THRESHOLDS = {
     "exact_vs_library_rel": 1e-12,
     # quadrature at the default level vs closed forms (float64)
     "quadrature_default_rel": 1e-10,
+    # jaxdp.tv on the quadrature path (Laplace vs Gaussian) vs mpmath (float64, float32)
+    "tv_quadrature_float64_rel": 1e-13,
+    "tv_quadrature_float32_rel": 1e-6,
 }
 
 
@@ -728,6 +733,45 @@ def section_quadrature(levels, R=None, *, float32_levels=None, families=None) ->
     }
 
 
+# --------------------------------------------------------------------------- tv
+
+
+def section_tv(R, *, n_random: int, rng) -> dict:
+    """``jaxdp.tv`` on the quadrature path (Laplace vs Gaussian pairs, no closed form)
+    against the exact value of ``tests/references/mp_reference.py`` (the crossings of the
+    densities as roots of quadratics, then their CDFs), random pairs in float64 and float32
+    (each against the reference at its own rounded parameters)."""
+    import jax
+    from mpmath import mp
+
+    import jaxdp as jd
+
+    base = np.column_stack(
+        [
+            rng.normal(size=n_random),
+            np.exp(rng.normal(size=n_random)),
+            rng.normal(size=n_random),
+            np.exp(rng.normal(size=n_random)),
+        ]
+    )
+    tv = jax.jit(jd.tv)
+    out = {"pairs": n_random}
+    for dtype in (np.float64, np.float32):
+        params = [_round(p, dtype) for p in base]
+        with mp.workdps(40):
+            ref = np.asarray(
+                [float(R.tv(R.Laplace(m1, b1), R.Gaussian(m2, b2))) for m1, b1, m2, b2 in params]
+            )
+        c = np.asarray(params, dtype)
+        got = np.asarray(tv(jd.Laplace(c[:, 0], c[:, 1]), jd.Gaussian(c[:, 2], c[:, 3])))
+        err = np.abs(got.astype(np.float64) - ref) / ref
+        out[np.dtype(dtype).name] = {
+            "max_rel": float(err.max()),
+            "median_rel": float(np.median(err)),
+        }
+    return out
+
+
 # --------------------------------------------------------------------------- report
 
 
@@ -780,6 +824,14 @@ def _checks(res) -> list[dict]:
                 "quadrature at default level vs closed forms / mpmath (float64, rel)",
                 worst,
                 THRESHOLDS["quadrature_default_rel"],
+            )
+    tvq = res.get("tv")
+    if tvq:
+        for d in ("float64", "float32"):
+            add(
+                f"tv on the quadrature path vs mpmath ({d}, max rel)",
+                tvq[d]["max_rel"],
+                THRESHOLDS[f"tv_quadrature_{d}_rel"],
             )
     return checks
 
@@ -926,6 +978,20 @@ def markdown(res) -> str:
             for r in quad["rows"]
         ]
         md.append(H.md_table(["level", "step", "nodes/pair", *keys], rows))
+    tvq = res.get("tv")
+    if tvq:
+        md.append("\n## TV on the quadrature path vs mpmath\n")
+        md.append(
+            f"`jaxdp.tv` on {tvq['pairs']} random Laplace vs Gaussian pairs (the crossings of "
+            "the densities as quadrature breakpoints) against the exact value "
+            "(`tests/references/mp_reference.py`: crossings as roots, then CDFs).\n\n"
+        )
+        md.append(
+            H.md_table(
+                ["dtype", "max rel", "median rel"],
+                [[d, tvq[d]["max_rel"], tvq[d]["median_rel"]] for d in ("float64", "float32")],
+            )
+        )
     md.append("\n## Checks\n")
     md.append(
         H.md_table(
@@ -943,7 +1009,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small grids (well under a minute)")
     ap.add_argument("--tiny", action="store_true", help="smallest sizes (smoke test)")
     ap.add_argument("--out", default=str(H.REPO / "benchmarks" / "results"))
-    ap.add_argument("--sections", default="paper,mpmath,quadrature")
+    ap.add_argument("--sections", default="paper,mpmath,quadrature,tv")
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -995,6 +1061,10 @@ def main(argv=None) -> int:
             levels, R, float32_levels=f32_levels, families=families
         )
         timings["quadrature"] = time.perf_counter() - t
+    if "tv" in sections and R is not None:
+        t = time.perf_counter()
+        res["tv"] = section_tv(R, n_random=max(3, 4 * n_random), rng=rng)
+        timings["tv"] = time.perf_counter() - t
     res["seconds"] = timings
     res["machine"] = H.machine_info()
     res["thresholds"] = THRESHOLDS

@@ -46,6 +46,7 @@ def test_accuracy_checks_pass(bench):
     assert {"float64 max rel error vs mpmath", "float32 max rel error vs mpmath"} <= names
     assert any(n.startswith("max_chernoff_eps_dp vs chernoff(RR)") for n in names)
     assert any(n.startswith("quadrature at default level") for n in names)
+    assert any(n.startswith("tv on the quadrature path") for n in names)
     for c in res["checks"]:
         assert c["pass"] is True, c
         if c["value"] is not True:

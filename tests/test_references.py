@@ -22,25 +22,15 @@ CASES = json.loads((Path(__file__).parent / "references" / "references.json").re
 FAMILIES = {"Laplace": jd.Laplace, "Gaussian": jd.Gaussian, "DiscreteLaplace": jd.DiscreteLaplace}
 
 
-_QUAD_TV = (
-    "TV on the quadrature path: the kinks of |p - q| at the crossings are not nodes "
-    "(~1e-4 relative)"
-)
 _NEAR_ALPHA = (
     "d alpha*/d theta for pairs ~1e-10 from symmetric: alpha* - 1/2 ~ 1e-11 is only "
     "resolved to float64 rounding (~1e-5 relative)"
 )
-_DL_RENYI2 = "Renyi order 2 of near-identical discrete Laplace: direct form, ~1e-16 absolute"
 #: Known, documented limitations (README "Precision"): (case id, quantity) -> reason.
 LIMITATIONS = {
-    ("mixed-laplace-gauss", "tv"): _QUAD_TV,
-    ("mixed-gauss-laplace", "tv"): _QUAD_TV,
-    ("mixed-laplace-gauss-2", "tv"): _QUAD_TV,
     ("laplace-near-both", "alpha_grad"): _NEAR_ALPHA,
     ("gauss-near-scale", "alpha_grad"): _NEAR_ALPHA,
     ("gauss-near-both", "alpha_grad"): _NEAR_ALPHA,
-    ("dlaplace-geometric-eps1e-08", "renyi_2"): _DL_RENYI2,
-    ("dlaplace-geometric-eps0.0001", "renyi_2"): _DL_RENYI2,
 }
 
 

@@ -51,13 +51,17 @@ def _rules(level: int):
     return ts_x[keep], np.log(ts_w[keep]), ts_gap[keep], es_logx, es_logw
 
 
-def _nodes(P, Q, level):
-    """Nodes (..., n) and log-weights (..., n) covering supp P ∩ supp Q."""
+def _nodes(P, Q, level, extra=None):
+    """Nodes (..., n) and log-weights (..., n) covering supp P ∩ supp Q, the pieces split
+    at the distributions' points and at ``extra`` (..., k) if given."""
     ts_x, ts_lw, ts_gap, es_logx, es_lw = _rules(level)
     lower = max(P.lower, Q.lower)
     upper = min(P.upper, Q.upper)
     dtype = jnp.result_type(P.dtype, Q.dtype)
-    pts = jnp.concatenate(_broadcast_pts(P, Q), -1).astype(dtype)
+    pts = _broadcast_pts(P, Q)
+    if extra is not None:
+        pts.append(jnp.broadcast_to(extra, pts[0].shape[:-1] + extra.shape[-1:]))
+    pts = jnp.concatenate(pts, -1).astype(dtype)
     pts = jnp.sort(jnp.clip(pts, lower, upper), axis=-1)
     scale = jnp.minimum(P._quad_scale(), Q._quad_scale())[..., None].astype(dtype)
     ts_x = jnp.asarray(ts_x, dtype)
@@ -127,13 +131,16 @@ def _at_nodes(D, x):
     return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[..., None], D).log_prob(x)
 
 
-def _log_probs(P, Q, level):
-    x, lw, disjoint = _nodes(P, Q, level)
+def _log_probs(P, Q, level, extra=None):
+    x, lw, disjoint = _nodes(P, Q, level, extra)
+    lp, lq = _log_probs_at(P, Q, x)
+    return lw, lp, lq, disjoint
+
+
+def _log_probs_at(P, Q, x):
     lp = _at_nodes(P, x)
     lq = _at_nodes(Q, x)
-    lp = jnp.where(jnp.isnan(lp), -jnp.inf, lp)
-    lq = jnp.where(jnp.isnan(lq), -jnp.inf, lq)
-    return lw, lp, lq, disjoint
+    return jnp.where(jnp.isnan(lp), -jnp.inf, lp), jnp.where(jnp.isnan(lq), -jnp.inf, lq)
 
 
 def log_bc(P, Q, a, *, level=DEFAULT_LEVEL):
@@ -168,8 +175,59 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     return out
 
 
+#: :func:`tv` makes at most this many crossings of ``p`` and ``q`` quadrature breakpoints.
+MAX_CROSSINGS = 8
+
+
+def _crossings(P, Q, level):
+    r"""Points where the sign of :math:`p - q` changes (shape ``batch + (MAX_CROSSINGS,)``,
+    unordered): each found between two neighbouring nodes of the plain rule, then located
+    to far below the float spacing by bisection. Where there are more, those next to the
+    largest density are kept; unused slots hold one of ``P``'s own points, a breakpoint
+    already.
+
+    Two crossings between the same two nodes are missed; the area between them is second
+    order in their distance, like the error of a crossing placed that far off.
+    """
+    x, _, _ = _nodes(P, Q, level)
+    lp, lq = _log_probs_at(P, Q, x)
+    order = jnp.argsort(x, axis=-1)
+    x, lp, lq = (jnp.take_along_axis(v, order, -1) for v in (x, lp, lq))
+    above = lp > lq
+    change = above[..., 1:] != above[..., :-1]
+    top = jnp.maximum(lp, lq)
+    weight = jnp.where(change, jnp.maximum(top[..., 1:], top[..., :-1]), -jnp.inf)
+    k = min(MAX_CROSSINGS, change.shape[-1])
+    _, i = lax.top_k(weight, k)
+    used = jnp.take_along_axis(weight, i, -1) > -jnp.inf
+    lo = jnp.take_along_axis(x, i, -1)
+    hi = jnp.take_along_axis(x, i + 1, -1)
+    left_above = jnp.take_along_axis(above, i, -1)
+
+    def bisect(_, bracket):
+        lo, hi = bracket
+        mid = 0.5 * lo + 0.5 * hi  # no overflow for brackets far out in a tail
+        lpm, lqm = _log_probs_at(P, Q, mid)
+        right = (lpm > lqm) == left_above
+        return jnp.where(right, mid, lo), jnp.where(right, hi, mid)
+
+    # 2**-(2 nmant + 8) of the bracket's width: far below what matters, as the error of a
+    # misplaced crossing is second order in its distance (float64: 112 halvings)
+    steps = 2 * jnp.finfo(x.dtype).nmant + 8
+    lo, hi = lax.fori_loop(0, steps, bisect, (lo, hi))
+    spare = _broadcast_pts(P, Q)[0][..., :1].astype(x.dtype)
+    return jnp.where(used, 0.5 * lo + 0.5 * hi, spare)
+
+
 def tv(P, Q, *, level=DEFAULT_LEVEL):
-    lw, lp, lq, disjoint = _log_probs(P, Q, level)
+    r"""Total variation :math:`\tfrac12\int|p - q|` on nodes whose pieces also end at the
+    crossings of ``p`` and ``q`` (:func:`_crossings`), where :math:`|p - q|` has kinks: each
+    piece's integrand is then as smooth as the densities, and the rule converges as fast as
+    for :func:`log_bc` (on the plain nodes the kinks cost ~1e-4 relative). The crossings do
+    not depend on the parameters as far as gradients go: the integrand vanishes there, so
+    moving a piece end changes the integral only at second order (Leibniz rule)."""
+    cross = lax.stop_gradient(_crossings(P, Q, level))
+    lw, lp, lq, disjoint = _log_probs(P, Q, level, cross)
     out = 0.5 * jnp.sum(jnp.exp(lw) * cat.abs_diff(lp, lq), axis=-1)
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         # mass outside the common support counts fully: TV = 1 - int_common min(p, q)
