@@ -353,13 +353,13 @@ def test_renyi_orders_above_one_vs_mpmath():
             continue
         with mp.workdps(60):
             want = float(mp_refs.dl_log_bc(m1, b1, m2, b2, a))
-        # the direct form had ~4e-15 absolute on the tiny values of the near-identical pairs
+        # the direct form had ~4e-15 absolute error on the near-identical pairs' tiny values
         assert _rel(g, want) < 1e-13, (m1, b1, m2, b2, a, g, want)
     # the geometric mechanism at epsilon 1e-8: Rényi order 2 is epsilon^2 (1 + O(epsilon^2)),
     # never negative
     r2 = float(jd.renyi(jd.DiscreteLaplace(0, 1e8), jd.DiscreteLaplace(1, 1e8), 2.0))
     assert abs(r2 - 1e-16) <= 1e-13 * 1e-16
-    # diverging sums stay +inf, and the gradient at a converging order is finite
+    # diverging sums stay +inf; the gradient at a converging order vs central differences
     assert float(jd.renyi(jd.DiscreteLaplace(0, 1.0), jd.DiscreteLaplace(0, 0.4), 2.0)) == np.inf
     g = jax.grad(lambda b: jd.renyi(jd.DiscreteLaplace(0, 1.0), jd.DiscreteLaplace(1, b), 2.0))
     h = 1e-6

@@ -182,7 +182,7 @@ MAX_CROSSINGS = 8
 def _crossings(P, Q, level):
     r"""Points where the sign of :math:`p - q` changes (shape ``batch + (MAX_CROSSINGS,)``,
     unordered): each found between two neighbouring nodes of the plain rule, then located
-    to far below the float spacing by bisection. Where there are more, those next to the
+    by bisection to the spacing of the floats. Where there are more, those next to the
     largest density are kept; unused slots hold one of ``P``'s own points, a breakpoint
     already.
 
