@@ -38,6 +38,12 @@ def check_finite(name: str, x) -> None:
             raise ValueError(f"{name} must be finite, got {v[~np.isfinite(v)].flat[0]}")
 
 
+def all_positive_finite(x) -> bool:
+    """Whether every value of the concrete array ``x`` is positive and finite."""
+    v = _values(x)
+    return bool((np.isfinite(v) & (v > 0)).all())
+
+
 def check_positive(name: str, x) -> None:
     if is_concrete(x):
         v = _values(x)

@@ -23,6 +23,18 @@ from jaxdp.distributions import Categorical, DiscreteLaplace, Gaussian, Laplace
 __all__ = ["adversarial_laplace", "gaussian", "geometric", "laplace", "randomized_response"]
 
 
+def _noise_scale(mechanism, s, eps):
+    """``s / eps``, checked: an extreme epsilon (e.g. subnormal) overflows or underflows it,
+    which would otherwise surface as an error about a ``scale`` the caller never gave."""
+    b = s / eps
+    if _checks.is_concrete(b) and not _checks.all_positive_finite(b):
+        raise ValueError(
+            f"{mechanism}: the noise scale sensitivity/epsilon is outside the float range "
+            "(epsilon too small or too large for the sensitivity)"
+        )
+    return b
+
+
 def laplace(sensitivity=1.0, *, epsilon=None, scale=None):
     r"""Laplace mechanism pair :math:`(\mathrm{Lap}(0, b), \mathrm{Lap}(\Delta, b))`.
 
@@ -36,7 +48,7 @@ def laplace(sensitivity=1.0, *, epsilon=None, scale=None):
     if epsilon is not None:
         (epsilon,) = _checks.as_inexact(epsilon)
         _checks.check_positive("epsilon", epsilon)
-        b = s / epsilon
+        b = _noise_scale("laplace", s, epsilon)
     else:
         (b,) = _checks.as_inexact(scale)
         _checks.check_positive("scale", b)
@@ -83,7 +95,7 @@ def geometric(sensitivity=1, *, epsilon):
     _checks.check_integer("sensitivity", s)
     (eps,) = _checks.as_inexact(epsilon)
     _checks.check_positive("epsilon", eps)
-    b = s / eps
+    b = _noise_scale("geometric", s, eps)
     zero = jnp.zeros_like(b)
     return DiscreteLaplace(zero, b), DiscreteLaplace(zero + s, b)
 
@@ -104,6 +116,6 @@ def adversarial_laplace(epsilon, *, sensitivity=1.0, shift, theta):
     _checks.check_positive("sensitivity", s)
     _checks.check_finite("shift", shift)
     _checks.check_positive("theta", theta)
-    b = s / eps
+    b = _noise_scale("adversarial_laplace", s, eps)
     zero = jnp.zeros_like(b * shift * theta)
     return Laplace(zero, b + zero), Laplace(zero + shift, theta * b)

@@ -32,7 +32,11 @@ def test_chernoff_command_table(capsys):
         (["chernoff", "laplace", "--sigma", "1"], "--sigma"),
         (["chernoff", "laplace", "--epsilon", "-1"], "epsilon"),
         (["chernoff", "nonsense"], "invalid choice"),
-        (["chernoff", "gaussian"], "sigma"),
+        (["chernoff", "gaussian"], "gaussian needs --sigma"),
+        (["chernoff", "adversarial_laplace", "--theta", "2"], "needs --epsilon --shift"),
+        # a subnormal epsilon overflows sensitivity/epsilon: named as such, not as a scale
+        (["chernoff", "laplace", "--epsilon", "1e-320"], "sensitivity/epsilon"),
+        (["chernoff", "geometric", "--epsilon", "1e-320"], "sensitivity/epsilon"),
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):

@@ -34,8 +34,13 @@ def run(args: argparse.Namespace) -> int:
     import jaxdp as jd
 
     make = getattr(jd.mechanisms, args.mechanism)
-    accepted = set(inspect.signature(make).parameters)
+    params = inspect.signature(make).parameters
+    accepted = set(params)
     given = {n: getattr(args, n) for n in FLOAT_PARAMS if getattr(args, n) is not None}
+    missing = [n for n, p in params.items() if p.default is p.empty and n not in given and n != "k"]
+    if missing:
+        flags = " ".join(f"--{n}" for n in missing)
+        raise ValueError(f"{args.mechanism} needs {flags}")
     for name in given:
         if name not in accepted:
             raise ValueError(f"--{name} does not apply to {args.mechanism}")
