@@ -162,11 +162,14 @@ def mixture_gap(a, rho):
     :math:`|\rho| \le 1` it is evaluated as :math:`\log(1 + a\varphi((1-a)\rho) + (1-a)
     \varphi(-a\rho))` (two non-negative terms); otherwise in the form whose subtraction is
     benign for the given side of :math:`a = 1/2`. Also valid for ``a`` outside ``[0, 1]``
-    where :math:`1 - a + a e^{\rho} > 0` (Rényi orders above 1); ``nan`` elsewhere.
+    where :math:`1 - a + a e^{\rho} > 0` (Rényi orders above 1); ``nan`` elsewhere. There
+    the series is used only while both :math:`\varphi` arguments stay in ``[-1, 1]`` (as
+    they always do for ``a`` in ``[0, 1]``): for ``a > 1`` its two terms have opposite signs,
+    and beyond that they cancel (order 41 at :math:`\rho = \log 2.2`: 1% off, or ``nan``).
     """
     a = jnp.asarray(a)
     rho = jnp.asarray(rho)
-    small = jnp.abs(rho) <= 1.0
+    small = (jnp.abs(rho) <= 1.0) & (jnp.abs(a * rho) <= 1.0) & (jnp.abs((1.0 - a) * rho) <= 1.0)
     rs = jnp.where(small, rho, 0.0)
     series_arg = a * phi((1.0 - a) * rs) + (1.0 - a) * phi(-a * rs)
     rl = jnp.where(small, 2.0, rho)

@@ -62,6 +62,36 @@ def test_kl_renyi_bhattacharyya_hellinger(cls, kl_ref, cf):
     assert _rel(jd.hellinger(P, Q), hel).max() < 1e-12
 
 
+@pytest.mark.parametrize(
+    "cls, cf",
+    [(jd.Laplace, mp_refs.lap_log_bc_cf), (jd.Gaussian, mp_refs.gau_log_bc_cf)],
+    ids=["laplace", "gaussian"],
+)
+def test_renyi_orders_above_one_vs_mpmath(cls, cf):
+    # Orders up to 150 and scale ratios up to 5 (both ways): the series of the scale term
+    # cancelled for order * |log ratio| > 1 (order 41.24 at ratio 2.2: 1% off; nan beyond).
+    # Pairs within 10% of the divergence boundary are left out (ill-conditioned there);
+    # divergent ones must give +inf.
+    cases, want = [], []
+    for r in (1 + 1e-6, 1.1, 2.2, 0.8, 5.0, 0.3):
+        for shift in (0.0, 0.3, 3.0):
+            for order in (1.0001, 1.5, 3.0, 10.0, 41.24, 150.0):
+                if cls is jd.Laplace:
+                    margin, size = order + (1 - order) / r, order
+                else:
+                    margin, size = order * r * r + (1 - order), order * r * r
+                if 0 < margin < 0.1 * size:
+                    continue
+                with mp.workdps(60):
+                    v = cf(0.0, 1.0, shift, r, order)
+                    want.append(float(v / (order - 1)) if mp.im(v) == 0 else np.inf)
+                cases.append((shift, r, order))
+    arr = np.asarray(cases)
+    got = jd.renyi(cls(0.0, 1.0), cls(arr[:, 0], arr[:, 1]), arr[:, 2])
+    assert np.isinf(want).sum() > 20 and np.isfinite(want).sum() > 70
+    assert _rel(got, want).max() < 1e-13
+
+
 def test_renyi_diverges_where_the_integral_does():
     # Laplace: int p^2 q^-1 diverges when 2/b1 <= 1/b2
     P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 0.4)
