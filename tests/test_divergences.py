@@ -173,6 +173,36 @@ def test_categorical_divergences():
     assert float(jd.kl(Q, P)[1]) == np.inf
 
 
+def _categorical_renyi_error(pi, qi, orders):
+    """Max relative error of ``jd.renyi`` against 60-digit sums (exactly normalised input)."""
+    with mp.workdps(60):
+        want = []
+        for o in orders:
+            terms = [mp.mpf(x) ** o * mp.mpf(y) ** (1 - o) for x, y in zip(pi, qi, strict=True)]
+            want.append(float(mp.log(mp.fsum(terms)) / (o - 1)))
+    got = jd.renyi(jd.Categorical(np.asarray(pi)), jd.Categorical(np.asarray(qi)), orders)
+    return _rel(got, want).max()
+
+
+def test_categorical_renyi_orders_above_one_vs_mpmath():
+    # Dyadic probabilities (exact sums), near-identical pairs with a light point whose
+    # |log p/q| is 0.4-0.7: order * |log p/q| > 1 there, where the deficit series stopped
+    # converging (order 20: 8% off; order 10: 2e-7), while C_a is still near 1.
+    u = 2.0**-10
+    pairs = [
+        ([1 - u, u], [1 - 1.5 * u, 1.5 * u]),
+        ([1 - u / 16, u / 16], [1 - u / 8, u / 8]),
+        ([0.5, 0.5], [0.375, 0.625]),
+    ]
+    orders = np.asarray([1.0001, 1.5, 2.0, 5.0, 10.0, 20.0, 40.0, 80.0, 300.0])
+    for pi, qi in pairs:
+        assert _categorical_renyi_error(pi, qi, orders) < 1e-13, (pi, qi)
+    # A 2^-20 perturbation: log p - log q, from stored log-probabilities, carries ~1e-11
+    # relative rounding (as for orders in [0, 1]: benchmarks/bench_accuracy.py, 9.7e-12).
+    pi, qi = [0.25, 0.25, 0.5], [0.25 + 2.0**-20, 0.25 - 2.0**-20, 0.5]
+    assert _categorical_renyi_error(pi, qi, orders) < 2e-11
+
+
 def test_product_divergences():
     P = jd.Product.iid(jd.Categorical(jnp.array([0.7, 0.3])), 3)
     Q = jd.Product.iid(jd.Categorical(jnp.array([0.3, 0.7])), 3)
