@@ -136,6 +136,26 @@ def test_discrete_laplace_kl_tv_vs_summation():
     np.testing.assert_allclose(jd.tv(Pg, Qg), np.tanh(np.asarray(eps) / 2), rtol=1e-12)
 
 
+def test_discrete_laplace_tv_far_apart():
+    # Locations more than ~709 scales apart (~88 in float32): the CDF difference below or
+    # above both locations was e^y * expm1(d) = 0 * inf = nan; the truth is 1 to rounding.
+    shift = jnp.asarray([709.0, 710.0, 1000.0, 1e5, 1e15])
+    assert np.all(
+        np.asarray(jd.tv(jd.DiscreteLaplace(0.0, 1.0), jd.DiscreteLaplace(shift, 1.0))) == 1
+    )
+    assert np.all(
+        np.asarray(jd.tv(jd.DiscreteLaplace(shift, 2.0), jd.DiscreteLaplace(0.0, 1.0))) == 1
+    )
+    Pg, Qg = jd.mechanisms.geometric(epsilon=jnp.asarray([100.0, 1000.0, 1e300]))
+    assert np.all(np.asarray(jd.tv(Pg, Qg)) == 1)  # tanh(eps/2)
+    f32 = jnp.float32
+    far = jd.tv(
+        jd.DiscreteLaplace(f32(0), f32(1)),
+        jd.DiscreteLaplace(jnp.asarray([89.0, 500.0], f32), f32(1)),
+    )
+    assert far.dtype == jnp.float32 and np.all(np.asarray(far) == 1)
+
+
 def test_discrete_laplace_kl_at_huge_scales():
     # epsilon = 1/b down to 1e-300: the continuum limit, KL -> phi(-rho) = b1/b2 - 1 +
     # log(b2/b1) (the shift and discretisation terms are ~1/b); the product of the inverse

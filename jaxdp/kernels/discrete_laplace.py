@@ -148,6 +148,19 @@ def kl(P, Q):
     return kl0 + e2 * jnp.where(small, series, direct)
 
 
+def _exp_diff(x, y, d):
+    r""":math:`e^x - e^y` given :math:`d = x - y` (computed without cancellation by the
+    caller): :math:`e^y\,\mathrm{expm1}(d)`, or :math:`-e^x\,\mathrm{expm1}(-d)` once
+    :math:`d > 1`, where :math:`e^y` may underflow while :math:`\mathrm{expm1}(d)`
+    overflows (locations more than ~709 scales apart: 0 * inf)."""
+    big = d > 1.0
+    return jnp.where(
+        big,
+        -jnp.exp(x) * jnp.expm1(-jnp.where(big, d, 0.0)),
+        jnp.exp(y) * jnp.expm1(jnp.where(big, 0.0, d)),
+    )
+
+
 def _cdf_diff(k, m1, b1, m2, b2):
     """F_P(k) - F_Q(k) at integer k, without cancellation where it matters."""
     q1, q2 = jnp.exp(-1.0 / b1), jnp.exp(-1.0 / b2)
@@ -158,13 +171,15 @@ def _cdf_diff(k, m1, b1, m2, b2):
     # differences of logs formed term by term (the log1p(q) parts cancel exactly for equal
     # scales; subtracting the full logs would lose ~1e-7 relative at epsilon = 1e-9)
     dlq = l1q - l2q
+    log_a1 = -(m1 - k) / b1 - l1q
     log_a2 = -(m2 - k) / b2 - l2q
     da = -(m1 - k) / b1 + (m2 - k) / b2 - dlq  # log A1 - log A2
-    d_below = jnp.exp(log_a2) * jnp.expm1(jnp.where(below, da, 0.0))
+    d_below = _exp_diff(log_a1, log_a2, jnp.where(below, da, 0.0))
     # above both: B_i = e^{-(k - m_i + 1)/b_i} / (1 + q_i); D = B2 - B1
     log_b1 = -(k - m1 + 1.0) / b1 - l1q
+    log_b2 = -(k - m2 + 1.0) / b2 - l2q
     db = -(k - m2 + 1.0) / b2 + (k - m1 + 1.0) / b1 + dlq  # log B2 - log B1
-    d_above = jnp.exp(log_b1) * jnp.expm1(jnp.where(above, db, 0.0))
+    d_above = _exp_diff(log_b2, log_b1, jnp.where(above, db, 0.0))
 
     def one_minus_2(u, b, q):
         # 1 - 2 e^{-u}/(1+q) for u >= 1/b, as two non-negative terms
