@@ -118,6 +118,38 @@ def test_tv_vs_mpmath(cls, tv_ref):
     )
 
 
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 2e-6), (np.float64, 1e-13)])
+def test_laplace_tv_with_one_scale_far_narrower(dtype, rtol):
+    # Scale ratios 1e-9..1e-2, locations ~1 apart: the crossings sit a few narrow scales from
+    # the narrow location, where x itself (and u2 - u1 written over b1 * b2) lost the digits
+    # of the narrow scale: float32 TV of 1.0019 and 7.9 (> 1), float64 ~1e-9 off.
+    from references import mp_reference as R
+
+    rng = np.random.default_rng(1)
+    n = 40
+    m1, b1 = rng.normal(size=n), rng.uniform(0.2, 2.0, n)
+    m2, b2 = m1 + 0.3 * rng.normal(size=n), b1 * 10 ** rng.uniform(-9, -2, n)
+    flip = rng.random(n) < 0.5  # the narrow one as P or as Q
+    a = [np.where(flip, y, x).astype(dtype) for x, y in ((m1, m2), (b1, b2))]
+    b = [np.where(flip, x, y).astype(dtype) for x, y in ((m1, m2), (b1, b2))]
+    with mp.workdps(40):
+        want = [
+            float(
+                R.tv(
+                    R.Laplace(float(a[0][i]), float(a[1][i])),
+                    R.Laplace(float(b[0][i]), float(b[1][i])),
+                )
+            )
+            for i in range(n)
+        ]
+    got = jd.tv(
+        jd.Laplace(jnp.asarray(a[0]), jnp.asarray(a[1])),
+        jd.Laplace(jnp.asarray(b[0]), jnp.asarray(b[1])),
+    )
+    assert got.dtype == dtype and np.all(np.asarray(got) <= 1)
+    assert _rel(got, want).max() < rtol
+
+
 def test_discrete_laplace_kl_tv_vs_summation():
     cases = [
         (0, 1.0, 1, 1.0),

@@ -83,45 +83,66 @@ def kl(P, Q):
     return sp.phi(-rho) + b1 / b2 * sp.phi(-delta / b1)
 
 
-def _cdf_diff(x, m1, b1, m2, b2):
-    """F_P(x) - F_Q(x) without cancellation (Laplace CDFs)."""
-    below = (x <= m1) & (x <= m2)
-    above = (x >= m1) & (x >= m2)
-    # both tails below: (e^{-u1} - e^{-u2})/2, u_i = (m_i - x)/b_i
-    u2 = (m2 - x) / b2
-    du = ((m2 - m1) * b1 + (m1 - x) * (b1 - b2)) / (b1 * b2)  # u2 - u1
+def _difference(x, y, t1, t2, den):
+    """``x - y``, or the same number as ``(t1 + t2) / den``: whichever form cancels less.
+    The first loses digits when the two standardized offsets are close (nearly identical
+    pairs), the second when one scale is far narrower than the other."""
+    direct = (jnp.abs(x) + jnp.abs(y)) * den <= jnp.abs(t1) + jnp.abs(t2)
+    return jnp.where(direct, x - y, (t1 + t2) / den)
+
+
+def _cdf_diff(z1, z2, d, b1, b2):
+    """F_P(x) - F_Q(x) without cancellation, from the offsets ``z1 = x - m1`` and
+    ``z2 = x - m2`` (``d = m2 - m1``): each CDF reads its own offset, so a point next to a
+    location much wider than its scale allows (float32: |m| / b ~ 1e5) keeps its digits."""
+    below = (z1 <= 0) & (z2 <= 0)
+    above = (z1 >= 0) & (z2 >= 0)
+    u1, u2 = -z1 / b1, -z2 / b2
+    den = b1 * b2
+    # both tails below: (e^{-u1} - e^{-u2})/2, u_i = -z_i/b_i
+    du = _difference(u2, u1, d * b1, -z1 * (b1 - b2), den)  # u2 - u1
     d_below = 0.5 * jnp.exp(-u2) * jnp.expm1(jnp.where(below, du, 0.0))
-    # both tails above: (e^{-v2} - e^{-v1})/2, v_i = (x - m_i)/b_i
-    v1 = (x - m1) / b1
-    dv = ((x - m1) * (b2 - b1) + (m2 - m1) * b1) / (b1 * b2)  # v1 - v2
-    d_above = 0.5 * jnp.exp(-v1) * jnp.expm1(jnp.where(above, dv, 0.0))
-    # between: sign * (1 - (e^{-|x-m1|/b1} + e^{-|x-m2|/b2})/2)
-    mid = -0.5 * (jnp.expm1(-jnp.abs(x - m1) / b1) + jnp.expm1(-jnp.abs(x - m2) / b2))
-    d_mid = jnp.where(m1 <= m2, mid, -mid)
+    # both tails above: (e^{-v2} - e^{-v1})/2, v_i = z_i/b_i = -u_i
+    dv = _difference(u2, u1, z1 * (b2 - b1), d * b1, den)  # v1 - v2
+    d_above = 0.5 * jnp.exp(u1) * jnp.expm1(jnp.where(above, dv, 0.0))
+    # between: sign * (1 - (e^{-|z1|/b1} + e^{-|z2|/b2})/2)
+    mid = -0.5 * (jnp.expm1(-jnp.abs(z1) / b1) + jnp.expm1(-jnp.abs(z2) / b2))
+    d_mid = jnp.where(d >= 0, mid, -mid)
     return jnp.where(below, d_below, jnp.where(above, d_above, d_mid))
 
 
 def tv(P, Q):
     r"""Total variation: the sum of :math:`|F_P - F_Q|` at the (at most two) crossings of
-    :math:`\log p/q`, which is piecewise linear; each term is computed without cancellation."""
+    :math:`\log p/q`, which is piecewise linear; each term is computed without cancellation.
+
+    A crossing :math:`x` is located by its offsets from both locations, :math:`z_1 = (s_2 d /
+    b_2 - \rho)/k` and :math:`z_2 = (s_1 d / b_1 - \rho)/k` (:math:`d = m_2 - m_1`, slope
+    :math:`k`), not by :math:`x` itself, whose rounding next to a location far larger than
+    the narrower scale would move it by a visible fraction of that scale."""
     m1, b1, m2, b2 = P.loc, P.scale, Q.loc, Q.scale
     rho = sp.log_ratio(b2, b1)
-    lo, hi = jnp.minimum(m1, m2), jnp.maximum(m1, m2)
-    total = jnp.zeros(jnp.broadcast_shapes(m1.shape, b1.shape, m2.shape, b2.shape), m1.dtype)
+    d = m2 - m1
+    shape = jnp.broadcast_shapes(m1.shape, b1.shape, m2.shape, b2.shape)
+    total = jnp.zeros(shape, m1.dtype)
     # log p/q = rho - s1 (x - m1)/b1 + s2 (x - m2)/b2 on each piece (s_i = sign(x - m_i)).
-    for s1, s2, left, right in (
-        (-1.0, -1.0, -jnp.inf, lo),
-        (jnp.where(m1 <= m2, 1.0, -1.0), jnp.where(m1 <= m2, -1.0, 1.0), lo, hi),
-        (1.0, 1.0, hi, jnp.inf),
+    # Pieces: below both (z1, z2 <= 0), between (one side of each), above both (> 0).
+    forward = d >= 0  # m1 <= m2
+    for s1, s2 in (
+        (-1.0, -1.0),
+        (jnp.where(forward, 1.0, -1.0), jnp.where(forward, -1.0, 1.0)),
+        (1.0, 1.0),
     ):
         slope = -s1 / b1 + s2 / b2
         ok = slope != 0
         safe = jnp.where(ok, slope, 1.0)
-        root = -(rho + s1 * m1 / b1 - s2 * m2 / b2) / safe
-        valid = ok & (root > left) & (root <= right) & jnp.isfinite(root)
-        r = jnp.where(valid, root, lo)
-        total = total + jnp.where(valid, jnp.abs(_cdf_diff(r, m1, b1, m2, b2)), 0.0)
-    return total
+        z1 = (s2 * d / b2 - rho) / safe
+        z2 = (s1 * d / b1 - rho) / safe
+        on_piece = ((z1 > 0) == (s1 > 0)) & ((z2 > 0) == (s2 > 0))
+        valid = ok & on_piece & jnp.isfinite(z1) & jnp.isfinite(z2)
+        z1 = jnp.where(valid, z1, 0.0)
+        z2 = jnp.where(valid, z2, -d)
+        total = total + jnp.where(valid, jnp.abs(_cdf_diff(z1, z2, d, b1, b2)), 0.0)
+    return jnp.minimum(total, 1.0)  # the two terms may round above 1 when TV rounds to 1
 
 
 def derivs_setup(P, Q):
