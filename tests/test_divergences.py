@@ -118,11 +118,13 @@ def test_tv_vs_mpmath(cls, tv_ref):
     )
 
 
+@pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 2e-6), (np.float64, 1e-13)])
-def test_laplace_tv_with_one_scale_far_narrower(dtype, rtol):
+def test_tv_with_one_scale_far_narrower(family, dtype, rtol):
     # Scale ratios 1e-9..1e-2, locations ~1 apart: the crossings sit a few narrow scales from
-    # the narrow location, where x itself (and u2 - u1 written over b1 * b2) lost the digits
-    # of the narrow scale: float32 TV of 1.0019 and 7.9 (> 1), float64 ~1e-9 off.
+    # the narrow location, where coordinates taken from the wide one lost the narrow scale's
+    # digits: float32 Laplace TV of 1.0019 and 7.9 (> 1), Gaussian up to 100% off from ratio
+    # ~1e-6; float64 Laplace ~1e-9 off.
     from references import mp_reference as R
 
     rng = np.random.default_rng(1)
@@ -132,19 +134,14 @@ def test_laplace_tv_with_one_scale_far_narrower(dtype, rtol):
     flip = rng.random(n) < 0.5  # the narrow one as P or as Q
     a = [np.where(flip, y, x).astype(dtype) for x, y in ((m1, m2), (b1, b2))]
     b = [np.where(flip, x, y).astype(dtype) for x, y in ((m1, m2), (b1, b2))]
+    ref, cls = getattr(R, family), getattr(jd, family)
     with mp.workdps(40):
         want = [
-            float(
-                R.tv(
-                    R.Laplace(float(a[0][i]), float(a[1][i])),
-                    R.Laplace(float(b[0][i]), float(b[1][i])),
-                )
-            )
+            float(R.tv(ref(float(a[0][i]), float(a[1][i])), ref(float(b[0][i]), float(b[1][i]))))
             for i in range(n)
         ]
     got = jd.tv(
-        jd.Laplace(jnp.asarray(a[0]), jnp.asarray(a[1])),
-        jd.Laplace(jnp.asarray(b[0]), jnp.asarray(b[1])),
+        cls(jnp.asarray(a[0]), jnp.asarray(a[1])), cls(jnp.asarray(b[0]), jnp.asarray(b[1]))
     )
     assert got.dtype == dtype and np.all(np.asarray(got) <= 1)
     assert _rel(got, want).max() < rtol

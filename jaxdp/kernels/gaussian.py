@@ -72,9 +72,15 @@ def ndtr_diff(y, z, w):
 
 def tv(P, Q):
     r"""Total variation via the (at most two) roots of the quadratic :math:`\log p/q`:
-    :math:`\mathrm{TV} = \sum_{\text{roots}} |\Phi(y) - \Phi(z)|` in standardised coordinates."""
-    s1, s2 = P.scale, Q.scale
-    delta = Q.loc - P.loc
+    :math:`\mathrm{TV} = \sum_{\text{roots}} |\Phi(y) - \Phi(z)|` in standardised coordinates.
+
+    TV is symmetric, so the roots are solved in the coordinates of the narrower of the two
+    (``y``): ``z = r y - dn`` then has ``r <= 1``. The other way round, ``z`` came from
+    ``r y`` with ``r`` up to ~1e6, which cancelled to a visible error in float32."""
+    swap = Q.scale < P.scale
+    s1 = jnp.where(swap, Q.scale, P.scale)
+    s2 = jnp.where(swap, P.scale, Q.scale)
+    delta = jnp.where(swap, P.loc - Q.loc, Q.loc - P.loc)
     r = s1 / s2
     dn = delta / s2
     log_r = sp.log_ratio(s1, s2)
