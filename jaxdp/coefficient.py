@@ -118,7 +118,8 @@ def raw_log_bc(P, Q, alpha, *, unit=False):
     """``log C_alpha`` without validation (kernels; also ``alpha > 1`` for Rényi).
 
     ``unit=True`` promises ``alpha`` in [0, 1]: a kernel's ``log_bc_unit`` is then used where
-    it has one (the same values, without the branch for Rényi orders above 1).
+    it has one (the same values, without the branch for Rényi orders above 1; on the
+    quadrature path, the rule without the integrand's peaks as breakpoints).
     """
     if isinstance(P, Product):
         total = 0.0

@@ -92,6 +92,24 @@ def test_renyi_orders_above_one_vs_mpmath(cls, cf):
     assert _rel(got, want).max() < 1e-13
 
 
+def test_mixed_pair_renyi_orders_above_one_vs_mpmath():
+    # Quadrature path. For orders above 1, p^a q^(1-a) peaks out in the tails (Gaussian vs a
+    # narrow Laplace: ~90 Laplace scales out at order 10), where the plain rule's nodes are
+    # sparse (5e-4 off before its peaks became breakpoints); Laplace vs Gaussian diverges.
+    from references import mp_reference as R
+
+    pairs = [((0.0, 1.0), (0.0, 0.1)), ((0.0, 1.0), (0.0, 0.05)), ((0.3, 2.0), (-1.0, 0.3))]
+    orders = np.asarray([1.5, 2.0, 10.0, 30.0])
+    for (m1, s1), (m2, b2) in pairs:
+        with mp.workdps(40):
+            want = [float(R.renyi(R.Gaussian(m1, s1), R.Laplace(m2, b2), o)) for o in orders]
+        got = jd.renyi(jd.Gaussian(m1, s1), jd.Laplace(m2, b2), orders)
+        assert _rel(got, want).max() < 1e-13, (m1, s1, m2, b2)
+        assert np.all(
+            np.asarray(jd.renyi(jd.Laplace(m2, b2), jd.Gaussian(m1, s1), orders)) == np.inf
+        )
+
+
 def test_renyi_diverges_where_the_integral_does():
     # Laplace: int p^2 q^-1 diverges when 2/b1 <= 1/b2
     P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 0.4)
