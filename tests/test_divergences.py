@@ -203,6 +203,24 @@ def test_discrete_laplace_tv_far_apart():
     assert far.dtype == jnp.float32 and np.all(np.asarray(far) == 1)
 
 
+def test_continuous_tv_far_apart_and_overflowing_offsets():
+    # Gaussian: (delta/s2)^2 overflowed past ~1e154 (nan); Laplace: m2 - m1 overflowed to inf
+    # for locations ~1e308 of opposite signs (TV 0). Both are 1.
+    G, L = jd.Gaussian, jd.Laplace
+    far = [
+        (G(0.0, 1.0), G(1.4e154, 1.0)),
+        (G(0.0, 1e-300), G(1.0, 1e-300)),
+        (G(-1e307, 1.0), G(1e307, 1.0)),
+        (G(0.0, 2.0), G(1e3, 0.5)),
+        (L(-9e307, 1.0), L(9e307, 1.0)),
+        (L(0.0, 1.0), L(1e300, 1.0)),
+    ]
+    for P, Q in far:
+        assert float(jd.tv(P, Q)) == 1.0 and float(jd.tv(Q, P)) == 1.0
+    # just inside the cut (40 (s1 + s2)): still the computed value, which rounds to 1 too
+    assert float(jd.tv(G(0.0, 1.0), G(79.0, 1.0))) == 1.0
+
+
 def test_discrete_laplace_kl_at_huge_scales():
     # epsilon = 1/b down to 1e-300: the continuum limit, KL -> phi(-rho) = b1/b2 - 1 +
     # log(b2/b1) (the shift and discretisation terms are ~1/b); the product of the inverse

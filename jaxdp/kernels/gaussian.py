@@ -100,7 +100,10 @@ def tv(P, Q):
         z = r * ys - dn
         w = ys * (s2 - s1) / s2 + dn  # y - z
         total = total + jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0)
-    return total
+    # Centres more than 40 (s1 + s2) apart: TV is 1 to rounding (the overlap is below
+    # e^-800), and the squares above overflow once |delta|/s2 > ~1e154 (nan).
+    far = ~(jnp.abs(delta) <= 40.0 * (s1 + s2))
+    return jnp.where(far & ~jnp.isnan(delta), 1.0, total)
 
 
 def derivs_setup(P, Q):
