@@ -183,6 +183,24 @@ def test_discrete_laplace_kl_tv_vs_summation():
     np.testing.assert_allclose(jd.tv(Pg, Qg), np.tanh(np.asarray(eps) / 2), rtol=1e-12)
 
 
+def test_discrete_laplace_tv_near_identical():
+    # Scales 1e-9..1e-12 apart (and one location step): the CDF difference subtracted the
+    # logs of the two pmfs' tails, ~1e-4 relative of a TV of ~4e-13.
+    from references import mp_reference as R
+
+    cases = [
+        (0, 60.0, 0, 60.0 * (1 + 1e-12)),
+        (0, 1.0, 0, 1.0 + 1e-9),
+        (0, 3.0, 1, 3.0 * (1 + 1e-10)),
+        (2, 0.5, 2, 0.5 * (1 - 1e-11)),
+        (-3, 1e3, -3, 1e3 * (1 + 1e-10)),
+    ]
+    with mp.workdps(40):
+        want = [float(R.tv(R.DiscreteLaplace(*c[:2]), R.DiscreteLaplace(*c[2:]))) for c in cases]
+    P, Q = _batch(jd.DiscreteLaplace, cases)
+    assert _rel(jd.tv(P, Q), want).max() < 1e-13
+
+
 def test_discrete_laplace_tv_far_apart():
     # Locations more than ~709 scales apart (~88 in float32): the CDF difference below or
     # above both locations was e^y * expm1(d) = 0 * inf = nan; the truth is 1 to rounding.
