@@ -251,9 +251,10 @@ def _logtanh_d1(k):
 
 def _logtanh_d2_scaled(k, v):
     # v^2 d^2/dk^2 log tanh k = -4 v^2 cosh(2k)/sinh(2k)^2
-    #   = -8 e^{-2k} (1 + e^{-4k}) (v/(1 - e^{-4k}))^2, O(1) for k ~ v however small
+    #   = -8 (1 + e^{-4k}) (v e^{-k}/(1 - e^{-4k}))^2, O(1) for k ~ v however small, and
+    #   e^{-k} inside the square: for k ~ v ~ 1e200, v^2 alone overflows (0 * inf)
     e4 = jnp.exp(-4.0 * k)
-    return -8.0 * jnp.exp(-2.0 * k) * (1.0 + e4) * jnp.square(v / jnp.expm1(-4.0 * k))
+    return -8.0 * (1.0 + e4) * jnp.square(v * jnp.exp(-k) / jnp.expm1(-4.0 * k))
 
 
 def logtanh_bregman(u, v, w=None):

@@ -239,6 +239,16 @@ def test_continuous_tv_far_apart_and_overflowing_offsets():
     assert float(jd.tv(G(0.0, 1.0), G(79.0, 1.0))) == 1.0
 
 
+def test_discrete_laplace_kl_at_tiny_scales():
+    # eps = 1/b up to 1e300: P is a point mass to rounding, KL = -log q(0) = 1/b2 (Delta = 1,
+    # equal scales) or 1/(2b) (Q twice as wide). The scaled log tanh curvature was 0 * inf
+    # (nan) from b ~ 1e-154 on.
+    b = jnp.asarray([1e-100, 1e-160, 1e-200, 1e-300])
+    D = jd.DiscreteLaplace
+    np.testing.assert_allclose(jd.kl(D(0.0, b), D(1.0, b)), 1 / np.asarray(b), rtol=1e-14)
+    np.testing.assert_allclose(jd.kl(D(0.0, b), D(1.0, 2 * b)), 0.5 / np.asarray(b), rtol=1e-14)
+
+
 def test_discrete_laplace_kl_at_huge_scales():
     # epsilon = 1/b down to 1e-300: the continuum limit, KL -> phi(-rho) = b1/b2 - 1 +
     # log(b2/b1) (the shift and discretisation terms are ~1/b); the product of the inverse
