@@ -54,6 +54,20 @@ def check_positive(name: str, x) -> None:
             raise ValueError(f"{name} must be positive and finite, got {v[bad].flat[0]}")
 
 
+def check_normal(name: str, x) -> None:
+    """Reject subnormal values: XLA:CPU flushes them to zero in arithmetic, so a positive
+    subnormal scale would silently act as 0 (nan results)."""
+    if is_concrete(x):
+        v = _values(x)
+        tiny = np.finfo(v.dtype).tiny if np.issubdtype(v.dtype, np.floating) else 0
+        bad = (v > 0) & (v < tiny)
+        if bad.any():
+            raise ValueError(
+                f"{name} must be at least {tiny:.4g} (the smallest normal {v.dtype} number; "
+                f"XLA flushes subnormals to zero), got {v[bad].flat[0]:.4g}"
+            )
+
+
 def check_integer(name: str, x) -> None:
     if is_concrete(x):
         v = _values(x)

@@ -30,6 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp import _fastmath as fm
 
 __all__ = ["Categorical", "Density", "DiscreteLaplace", "Gaussian", "Laplace", "Product"]
 
@@ -87,6 +88,7 @@ class _LocScale(Distribution):
         name = type(self).__name__
         _checks.check_finite(f"{name}: loc", loc)
         _checks.check_positive(f"{name}: scale", scale)
+        _checks.check_normal(f"{name}: scale", scale)
         _checks.check_broadcast(f"{name}: loc and scale", loc.shape, scale.shape)
         self._set(loc=loc, scale=scale)
 
@@ -165,7 +167,9 @@ class Categorical(Distribution):
     def __init__(self, probs):
         (probs,) = _checks.as_inexact(probs)
         self._validate(probs, "Categorical: probs")
-        self._set(log_probs=jnp.log(probs))
+        # fm.log reads subnormal probabilities from their bits (float64 on CPU), where
+        # jnp.log sees them flushed to zero: 5e-324 is then log 5e-324, not -inf
+        self._set(log_probs=fm.log(probs))
 
     @classmethod
     def from_log_probs(cls, log_probs) -> Categorical:

@@ -286,6 +286,16 @@ def test_bad_arguments():
         jd.chernoff(P, Q, method="bogus")
     with pytest.raises(ValueError, match="max_steps"):
         jd.chernoff(P, Q, max_steps=0)
+    # XLA:CPU flushes subnormals to zero: a subnormal scale would act as 0 (nan results)
+    for cls in (jd.Laplace, jd.Gaussian, jd.DiscreteLaplace):
+        with pytest.raises(ValueError, match="scale must be at least"):
+            cls(0.0, jnp.asarray([1.0, 2e-308]))
+    with pytest.raises(ValueError, match="smallest normal float32"):
+        jd.Laplace(jnp.float32(0.0), jnp.float32(1e-39))
+    assert (
+        float(jd.chernoff(jd.Laplace(0.0, 2.3e-308), jd.Laplace(4.6e-308, 2.3e-308)).information)
+        > 0
+    )
 
 
 @pytest.mark.parametrize("family", ["Laplace", "DiscreteLaplace"])

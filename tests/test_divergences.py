@@ -1,5 +1,7 @@
 """KL, Rényi, Bhattacharyya, Hellinger and TV against mpmath references."""
 
+import math
+
 import jax.numpy as jnp
 import mp_refs
 import mpmath as mp
@@ -314,6 +316,16 @@ def test_categorical_renyi_orders_above_one_vs_mpmath():
     # relative rounding (as for orders in [0, 1]: benchmarks/bench_accuracy.py, 9.7e-12).
     pi, qi = [0.25, 0.25, 0.5], [0.25 + 2.0**-20, 0.25 - 2.0**-20, 0.5]
     assert _categorical_renyi_error(pi, qi, orders) < 2e-11
+
+
+def test_categorical_subnormal_probabilities():
+    # XLA:CPU flushes subnormals to zero, so jnp.log(5e-324) is -inf (a zero mass: C = inf);
+    # the probabilities are read from their bits instead (float64).
+    P = jd.Categorical(jnp.asarray([5e-324, 1.0]))
+    Q = jd.Categorical(jnp.asarray([1.0, 5e-324]))
+    np.testing.assert_allclose(P.log_probs[0], math.log(5e-324), rtol=1e-15)
+    want = -math.log(2 * math.sqrt(5e-324))  # symmetric pair: a* = 1/2
+    np.testing.assert_allclose(jd.chernoff(P, Q).information, want, rtol=1e-14)
 
 
 def test_product_divergences():
