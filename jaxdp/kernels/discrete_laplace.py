@@ -167,16 +167,16 @@ def _cdf_diff(k, m1, b1, m2, b2):
     l1q, l2q = fm.log1p(q1), fm.log1p(q2)
     below = (k < m1) & (k < m2)
     above = (k >= m1) & (k >= m2)
-    # below both: A_i = e^{-(m_i - k)/b_i} / (1 + q_i)
-    # Differences of the logs formed from e12 = 1/b2 - 1/b1 and m2 - m1 (exact for integer
-    # locations), so that nearly identical pairs keep relative accuracy: subtracting the
-    # logs themselves lost ~1e-4 relative of a TV of ~4e-13 (b2 = b1 (1 + 1e-12)).
-    # over b1 b2 after an exact power-of-two rescaling: b1 * b2 itself underflows for scales
-    # ~1e-300 (and XLA rewrites (x / b1) / b2 as x / (b1 * b2))
+    # The differences of the logs below are formed from e12 = 1/b2 - 1/b1 and m2 - m1
+    # (exact for integer locations), so that nearly identical pairs keep relative accuracy:
+    # subtracting the logs themselves lost ~1e-4 relative of a TV of ~4e-13 (b2 = b1 (1 +
+    # 1e-12)). e12 is (b1 - b2) / (b1 b2) after an exact power-of-two rescaling: b1 * b2
+    # underflows for scales ~1e-300 (and XLA rewrites (x / b1) / b2 as x / (b1 * b2)).
     s = jnp.ldexp(jnp.ones_like(b1), -jnp.frexp(b1)[1])
     e12 = (b1 * s - b2 * s) / ((b1 * s) * (b2 * s)) * s
     dm = (m2 - m1) / b2
     dlq = fm.log1p(q2 * jnp.expm1(e12) / (1.0 + q2))  # log1p(q1) - log1p(q2), q1 = q2 e^e12
+    # below both: A_i = e^{-(m_i - k)/b_i} / (1 + q_i)
     log_a1 = -(m1 - k) / b1 - l1q
     log_a2 = -(m2 - k) / b2 - l2q
     da = dm + (m1 - k) * e12 - dlq  # log A1 - log A2
