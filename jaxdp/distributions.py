@@ -269,6 +269,7 @@ class Density(Distribution):
         )
         centre, scale = _checks.as_inexact(centre, scale)
         _checks.check_positive("Density: scale", scale)
+        _checks.check_normal("Density: scale", scale)
         _checks.check_finite("Density: centre", centre)
         self._set(
             params=params,
