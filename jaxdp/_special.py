@@ -180,6 +180,20 @@ def mixture_gap(a, rho):
     return fm.log1p(jnp.where(small, series_arg, large_arg)) + offset
 
 
+def exp_diff(x, y, d):
+    r""":math:`e^x - e^y` given :math:`d = x - y` (computed without cancellation by the
+    caller): :math:`e^y\,\mathrm{expm1}(d)`, or :math:`-e^x\,\mathrm{expm1}(-d)` once
+    :math:`d > 1`, where :math:`e^y` may underflow while :math:`\mathrm{expm1}(d)`
+    overflows (0 * inf: e.g. CDF tails of locations more than ~709 scales apart). Either
+    form keeps relative accuracy when :math:`d` is small."""
+    big = d > 1.0
+    return jnp.where(
+        big,
+        -jnp.exp(x) * jnp.expm1(-jnp.where(big, d, 0.0)),
+        jnp.exp(y) * jnp.expm1(jnp.where(big, 0.0, d)),
+    )
+
+
 def amgm_gap(a, l, b=None):
     r"""Stable :math:`G(a, \ell) = a e^{\ell} + (1 - a) - e^{a\ell}` for :math:`\ell \le 0`.
 

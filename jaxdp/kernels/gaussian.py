@@ -81,6 +81,12 @@ def tv(P, Q):
     s1 = jnp.where(swap, Q.scale, P.scale)
     s2 = jnp.where(swap, P.scale, Q.scale)
     delta = jnp.where(swap, P.loc - Q.loc, Q.loc - P.loc)
+    # Centres more than 40 (s1 + s2) apart: TV is 1 to rounding (the overlap is below
+    # e^-800), and the squares below overflow once |delta|/s2 > ~1e154. The roots are then
+    # computed for delta = s2 instead (an ordinary pair; finite and unused, which keeps the
+    # gradient finite too: delta = 0 with equal scales would be a double root).
+    far = ~(jnp.abs(delta) <= 40.0 * (s1 + s2)) & ~jnp.isnan(delta)
+    delta = jnp.where(far, s2, delta)
     r = s1 / s2
     dn = delta / s2
     log_r = sp.log_ratio(s1, s2)
@@ -100,10 +106,7 @@ def tv(P, Q):
         z = r * ys - dn
         w = ys * (s2 - s1) / s2 + dn  # y - z
         total = total + jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0)
-    # Centres more than 40 (s1 + s2) apart: TV is 1 to rounding (the overlap is below
-    # e^-800), and the squares above overflow once |delta|/s2 > ~1e154 (nan).
-    far = ~(jnp.abs(delta) <= 40.0 * (s1 + s2))
-    return jnp.where(far & ~jnp.isnan(delta), 1.0, total)
+    return jnp.where(far, 1.0, total)
 
 
 def derivs_setup(P, Q):

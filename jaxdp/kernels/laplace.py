@@ -99,10 +99,14 @@ def _cdf_diff(z1, z2, d, b1, b2):
     above = (z1 >= 0) & (z2 >= 0)
     u1, u2 = -z1 / b1, -z2 / b2
     du = _difference(u2, u1, d * b1, z1 * (b2 - b1), b1 * b2)  # u2 - u1
+    # (offsets zeroed off their region: exp(-u) grows without bound there, and inf * 0 in a
+    # branch that jnp.where drops still poisons the gradient)
     # both tails below: (e^{-u1} - e^{-u2})/2, u_i = -z_i/b_i
-    d_below = 0.5 * jnp.exp(-u2) * jnp.expm1(jnp.where(below, du, 0.0))
+    ub1, ub2 = jnp.where(below, u1, 0.0), jnp.where(below, u2, 0.0)
+    d_below = 0.5 * sp.exp_diff(-ub1, -ub2, jnp.where(below, du, 0.0))
     # both tails above: (e^{-v2} - e^{-v1})/2, v_i = z_i/b_i = -u_i, so v1 - v2 = u2 - u1
-    d_above = 0.5 * jnp.exp(u1) * jnp.expm1(jnp.where(above, du, 0.0))
+    ua1, ua2 = jnp.where(above, u1, 0.0), jnp.where(above, u2, 0.0)
+    d_above = 0.5 * sp.exp_diff(ua2, ua1, jnp.where(above, du, 0.0))
     # between: sign * (1 - (e^{-|z1|/b1} + e^{-|z2|/b2})/2)
     mid = -0.5 * (jnp.expm1(-jnp.abs(z1) / b1) + jnp.expm1(-jnp.abs(z2) / b2))
     d_mid = jnp.where(d >= 0, mid, -mid)
