@@ -15,8 +15,9 @@ cache; an unusable ``$JAXDP_COMPILE_CACHE`` is an error. Entries JAX cannot read
 by a process killed while writing them) are deleted after the run, with a one-line note,
 instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing`).
 
-Errors: any ``ValueError``/``TypeError``/``OSError`` raised while parsing or running a command
-is printed as a single line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback.
+Errors: any ``ValueError``/``TypeError``/``OSError``/``OverflowError`` raised while parsing
+or running a command is printed as a single line ``jaxdp: error: ...`` on stderr with exit
+status 2; no traceback.
 """
 
 from __future__ import annotations
@@ -104,7 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except KeyboardInterrupt:
         return _fail("interrupted")
-    except (ValueError, TypeError, OSError, KeyError) as e:
+    except (ValueError, TypeError, OSError, KeyError, OverflowError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return _fail(msg)
 

@@ -58,6 +58,8 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxdp import _special as sp
+
 __all__ = [
     "max_chernoff_eps_dp",
     "max_kl_eps_dp",
@@ -180,7 +182,11 @@ def _logcosh_over_square(x: jax.Array) -> jax.Array:
     h = jnp.where(nonzero, 0.5 * x, 1.0)
     s = jnp.sinh(h)
     u = 2 * s * s
-    return jnp.where(nonzero, 0.5 * (s / h) ** 2 * (jnp.log1p(u) / u), 0.5)
+    # u underflows to 0 for |x| below ~1e-154 (float32: ~1e-19), where log1p(u)/u is 1; and
+    # sinh(h)/h from its series near 0 (the quotient's derivative there divides 0 by h^2)
+    positive = u > 0
+    ratio = jnp.where(positive, jnp.log1p(u) / jnp.where(positive, u, 1.0), 1.0)
+    return jnp.where(nonzero, 0.5 * jnp.square(1.0 + sp.sinhc_m1(h)) * ratio, 0.5)
 
 
 def _one_minus_exp_neg_over(y: jax.Array) -> jax.Array:
@@ -249,7 +255,11 @@ def max_neg_log_bc_eps_dp(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
         Array of the broadcast shape, in nats.
     """
     eps, alpha = _inexact(eps, alpha)
-    return _logcosh(0.5 * eps) - _logcosh((alpha - 0.5) * eps)
+    # eps = inf: inf - inf in the formula; the limit is inf * min(alpha, 1 - alpha)
+    inf = jnp.isinf(eps)
+    e = jnp.where(inf, 0.0, eps)
+    limit = jnp.where(jnp.minimum(alpha, 1.0 - alpha) > 0, jnp.inf, 0.0)
+    return jnp.where(inf, limit, _logcosh(0.5 * e) - _logcosh((alpha - 0.5) * e))
 
 
 @_checked(eps=_nonnegative)

@@ -25,7 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp._checks import as_inexact, check_positive, is_concrete
+from jaxdp._checks import as_inexact, check_positive, check_unit_interval, is_concrete
 from jaxdp.conversions import max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
 
 __all__ = [
@@ -164,6 +164,10 @@ def _gauss_bernstein(n: int, nodes: int):
     order = 2 * nodes - n + 1
     log_cheb = math.log(8.0) + order * np.log(length[:, 0] / 4.0) - math.lgamma(order + 1)
     return sigma, weight, basis, log_cheb
+
+
+#: Largest static table :func:`best_advantage_laplace` builds (bytes).
+_MAX_TABLE_BYTES = 4 * 2**30
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
@@ -347,6 +351,15 @@ def best_advantage_laplace(
     nodes = min_nodes + 48 if quadrature_nodes is None else quadrature_nodes
     if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < min_nodes:
         raise ValueError(f"quadrature_nodes must be an int >= {min_nodes} for n={n}, got {nodes}")
+    # the static table of ceil(n/2) * Q * n floats (~n^3/4): refuse before it exhausts memory
+    # (n = 1e5 was killed by the OOM killer) instead of during compilation
+    table_bytes = min_nodes * nodes * n * 8
+    if table_bytes > _MAX_TABLE_BYTES:
+        raise ValueError(
+            f"n={n}: the exact n-fold Laplace recursion needs a {table_bytes / 2**30:.3g} GiB "
+            f"table (~n^3/4 floats; limit {_MAX_TABLE_BYTES / 2**30:g} GiB, n <= ~1000); use "
+            "membership_bounds(epsilon, n) for bounds at any n"
+        )
     _check_nonnegative("epsilon", epsilon)
     check_positive("sensitivity", sensitivity)
     eps, s = as_inexact(epsilon, sensitivity)
@@ -477,7 +490,7 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     """
     n = _check_n(n)
     _check_nonnegative("epsilon", epsilon)
-    _check_nonnegative("delta", delta)
+    check_unit_interval("delta", delta)
     eps, dlt = as_inexact(epsilon, delta)
     shape = jnp.broadcast_shapes(eps.shape, dlt.shape)
     eps = jnp.broadcast_to(eps, shape)

@@ -37,6 +37,21 @@ def test_chernoff_command_table(capsys):
         # a subnormal epsilon overflows sensitivity/epsilon: named as such, not as a scale
         (["chernoff", "laplace", "--epsilon", "1e-320"], "sensitivity/epsilon"),
         (["chernoff", "geometric", "--epsilon", "1e-320"], "sensitivity/epsilon"),
+        (["calibrate", "laplace", "--budget", "0.1", "--compositions", "1" + "0" * 20], "2**63"),
+        # the exact n-fold Laplace TV table (~n^3/4 floats) is refused, not built until OOM
+        (
+            [
+                "calibrate",
+                "laplace",
+                "--budget",
+                "0.1",
+                "--metric",
+                "tv",
+                "--compositions",
+                "100000",
+            ],
+            "GiB",
+        ),
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):

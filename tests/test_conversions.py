@@ -20,6 +20,7 @@ from jax.test_util import check_grads
 from scipy.special import logsumexp
 
 from jaxdp import conversions as cv
+from jaxdp.membership import membership_bounds
 
 DPS = 40
 EPS = np.logspace(-10, 4, 57)  # the documented range of the closed forms
@@ -383,3 +384,19 @@ def test_itertools_product_matches_pairwise_product():  # guards the helper used
     want = [a * b for a, b in itertools.product(p1[0], p2[0])]
     np.testing.assert_allclose(p[0], want, rtol=1e-15)
     np.testing.assert_allclose(q.sum(), 1.0, rtol=1e-15)
+
+
+def test_chernoff_tv_bound_and_skewed_distance_at_extreme_eps():
+    # sqrt(1 - sech(eps/2)^(2n)) ~ (eps/2) sqrt(n): u = 2 sinh(eps/4)^2 underflowed to 0 below
+    # eps ~1e-154 (log1p(u)/u = 0/0: nan), and the quotient's derivative divided 0 by h^2.
+    eps = jnp.asarray([1e-200, 1e-160, 1e-150])
+    for n in (1, 4, 1e100):  # n eps^2 tiny: the leading term is exact to rounding
+        np.testing.assert_allclose(
+            cv.max_tv_eps_dp_chernoff_bound(eps, n), eps / 2 * np.sqrt(n), rtol=1e-14
+        )
+    slope = jax.grad(lambda e: cv.max_tv_eps_dp_chernoff_bound(e, 4))(1e-200)
+    np.testing.assert_allclose(slope, 1.0, rtol=1e-14)
+    np.testing.assert_allclose(membership_bounds(1e-200, 3).chernoff_tight, 0.5e-200 * np.sqrt(3))
+    # eps = inf: inf - inf in the closed form; the limit is inf * min(alpha, 1 - alpha)
+    got = cv.max_neg_log_bc_eps_dp(jnp.inf, jnp.asarray([0.0, 0.3, 0.5, 1.0]))
+    np.testing.assert_array_equal(got, [0.0, np.inf, np.inf, 0.0])

@@ -359,3 +359,11 @@ def test_jit_equals_eager_and_float32():
     # under jit, value checks are skipped: negative epsilon gives NaN (documented policy)
     bad = jax.jit(lambda e: mb.best_advantage_laplace(e, 3))(-eps)
     assert np.all(np.isnan(bad.value)) and np.all(np.isnan(bad.error_bound))
+
+
+def test_argument_ranges_of_the_bounds():
+    with pytest.raises(ValueError, match="delta must lie in"):
+        mb.membership_bounds(1.0, 1, delta=2.0)
+    # the exact n-fold Laplace recursion's ~n^3/4-float table: refused before it is built
+    with pytest.raises(ValueError, match="GiB"):
+        mb.best_advantage_laplace(1.0, 100_000)

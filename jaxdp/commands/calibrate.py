@@ -70,8 +70,10 @@ def run(args: argparse.Namespace) -> int:
 
     from jaxdp.calibrate import MECHANISMS, calibrate
 
-    if args.compositions < 1:
-        raise ValueError(f"--compositions must be a positive integer, got {args.compositions}")
+    if not 1 <= args.compositions < 2**63:
+        raise ValueError(
+            f"--compositions must be a positive integer below 2**63, got {args.compositions}"
+        )
     budgets = np.asarray(args.budget, dtype=np.float64)
     try:
         res = calibrate(
