@@ -483,3 +483,16 @@ def test_cli_errors(argv, match, capsys):
     assert code == 2
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and err.startswith("jaxdp: error:") and match in err
+
+
+def test_randomized_response_at_extreme_budgets():
+    # log cosh(eps/2) = b: eps = 2 acosh(e^b) ~ sqrt(8 b) for tiny b and 2 (b + log 2) for
+    # huge b. Evaluated as a categorical pair the metric lost eps below ~1e-8 (budgets below
+    # ~1e-17 gave eps ~5.6e-17, converged False) and failed above ~1e16 (inf or nan).
+    tiny = jnp.asarray([1e-300, 1e-100, 1e-20])
+    huge = jnp.asarray([1e17, 1e100, 1e300])
+    r = jd.calibrate("randomized_response", jnp.concatenate([tiny, huge]))
+    assert bool(jnp.all(r.converged))
+    np.testing.assert_allclose(r.parameter[:3], np.sqrt(8 * np.asarray(tiny)), rtol=1e-12)
+    np.testing.assert_allclose(r.parameter[3:], 2 * (np.asarray(huge) + np.log(2)), rtol=1e-12)
+    assert bool(jnp.all(r.achieved <= jnp.concatenate([tiny, huge])))
