@@ -111,6 +111,12 @@ def test_mixed_pair_renyi_orders_above_one_vs_mpmath():
         assert np.all(
             np.asarray(jd.renyi(jd.Laplace(m2, b2), jd.Gaussian(m1, s1), orders)) == np.inf
         )
+    # order 1/2 with the centres 3000 scales apart: the single peak, far from both centres,
+    # is a breakpoint too (the plain rule of log_bc_unit: 1.5e-13; README, Precision)
+    with mp.workdps(40):
+        want = float(R.renyi(R.Laplace(0.0, 1.0), R.Gaussian(3000.0, 1.0), 0.5))
+    got = jd.renyi(jd.Laplace(0.0, 1.0), jd.Gaussian(3000.0, 1.0), 0.5)
+    assert _rel(got, want) < 1e-13
 
 
 def test_renyi_diverges_where_the_integral_does():
