@@ -13,12 +13,18 @@ traced. Every tree's ``chernoff`` is compiled for the speed suite's inputs
 are timed in alternating rounds (``_harness.interleaved``), so a slow spell of a shared
 machine hits them alike. Prints the median over ``--runs`` of ns per pair, float64 / float32,
 and their ratio (the float32 target), per family and tree.
+
+With ``--compile R`` it instead times cold trace+compile (float64, JAX's caches cleared,
+garbage collector off) of every tree's ``chernoff`` in ``R`` alternating rounds and prints
+the minimum and median seconds and the count of fused kernels, per family and tree: compile
+time drifts by 20-30% with the machine's load, so only trees timed in one run compare.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import gc
 import importlib
 import pathlib
 import re
@@ -26,6 +32,7 @@ import shutil
 import statistics
 import sys
 import tempfile
+import time
 
 import jax
 import numpy as np
@@ -60,8 +67,16 @@ def main() -> None:
     ap.add_argument("--families", default="Laplace,Gaussian")
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--runs", type=int, default=3)
+    ap.add_argument(
+        "--cat-sizes",
+        type=lambda v: [int(k) for k in v.split(",")],
+        default=[],
+        help="categorical sizes k, as family 'Categorical k=K'",
+    )
+    ap.add_argument("--compile", type=int, default=0, metavar="R", help="time compiles instead")
     args = ap.parse_args()
-    fams = {f.name: f for f in bs.families({"cat_sizes": []})}
+    fams = {f.name: f for f in bs.families({"cat_sizes": args.cat_sizes})}
+    fams.update({f.name.split(" ")[0]: f for f in fams.values()})  # "Quadrature", ...
     with tempfile.TemporaryDirectory() as tmp:
         mods = {}
         for t in args.tree:
@@ -69,6 +84,9 @@ def main() -> None:
             mods[label] = _load(label, spec, pathlib.Path(tmp))
         for name in args.families.split(","):
             fam = fams[name]
+            if args.compile:
+                _compare_compiles(name, fam, mods, args.n, args.compile)
+                continue
             calls, keys = [], []
             for dt in (np.float64, np.float32):
                 inputs = fam.make(args.n, dt)
@@ -93,6 +111,34 @@ def main() -> None:
                     f"ratio {t64 / t32:.2f}",
                     flush=True,
                 )
+
+
+def _compare_compiles(name, fam, mods, n, rounds) -> None:
+    inputs = fam.make(n, np.float64)
+    times = {label: [] for label in mods}
+    kernels = {}
+    for _ in range(rounds):
+        for label, mod in mods.items():
+
+            def run(*a, mod=mod, fam=fam):
+                return mod.chernoff(*fam.build(mod, *a))
+
+            fn = jax.vmap(run) if fam.vmap else run
+            jax.clear_caches()
+            gc.collect()
+            gc.disable()
+            t0 = time.perf_counter()
+            compiled = jax.jit(fn, compiler_options=mod.CPU_COMPILER_OPTIONS).lower(*inputs)
+            compiled = compiled.compile()
+            times[label].append(time.perf_counter() - t0)
+            gc.enable()
+            kernels[label] = len(re.findall(r"= \S+ fusion\(", compiled.as_text()))
+    for label, ts in times.items():
+        print(
+            f"{name:16s} {label:10s} trace+compile min {min(ts):.3f} median "
+            f"{statistics.median(ts):.3f} s  {kernels[label]} kernels",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

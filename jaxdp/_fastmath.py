@@ -61,7 +61,10 @@ def _kernel(k, f, c=0.0):
     """``k ln2 + log(1 + f) + c`` for ``1 + f`` in ``[sqrt(1/2), sqrt(2))``, tiny ``c`` (fdlibm)."""
     k = k.astype(jnp.float64)
     hfsq = 0.5 * f * f
-    s = f / (2.0 + f)
+    # f * (1/(2 + f)), not f/(2 + f): XLA:CPU stores a quotient with a varying numerator and
+    # several readers in a kernel of its own (one per log in the program: compile time),
+    # while a reciprocal fuses into its readers; same < 1 ulp bound (tests/test_fastmath.py)
+    s = f * (1.0 / (2.0 + f))
     z = s * s
     w = z * z
     t1 = w * (_LG[1] + w * (_LG[3] + w * _LG[5]))

@@ -46,6 +46,7 @@ import optax
 from jax import lax
 
 from jaxdp import _jit
+from jaxdp import _special as sp
 from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc, standardize
 from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
@@ -173,6 +174,8 @@ def _newton(P, Q, shape, dtype, max_steps):
     """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
+    packed, unpack = _pack(consts, (P, Q), shape, dtype)
+    consts = unpack(packed)
     halley = _has_third(P, Q)
     tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
     d0, d1 = _endpoints(P, Q, consts, shape, dtype)
@@ -223,22 +226,49 @@ def _newton(P, Q, shape, dtype, max_steps):
     one_pass = _one_pass(P, Q)
     signed = _signed_step(P, Q)
 
+    # The state is stacked into arrays, each written by one kernel per trip, where separate
+    # arrays take one kernel each (compile time; see _pack): all of it in one array, rows x,
+    # lo, hi, status[, f', f'']; or, where the step's own kernel evaluates the derivatives
+    # (the signed step of a one-pass kernel), in two, (x, status) and (lo, hi): a kernel
+    # writing every row would absorb that code (its only reader) and run it once per row,
+    # while with two readers the step stays one stored kernel.
+    split = signed and one_pass
+
+    def pack(rows):
+        if split:
+            x, lo, hi, status = rows
+            return jnp.stack([x, status]), jnp.stack([lo, hi])
+        return jnp.stack(rows)
+
+    def unpack_state(state):
+        if split:
+            (x, status), (lo, hi) = state
+            return [x, lo, hi, status]
+        return list(state)
+
     def cond(state):
-        top = jnp.max(state[3])
+        top = jnp.max(unpack_state(state)[3])
         return (top >= 0) & (top <= max_steps)
 
     def body(state):
         # XLA would hoist every loop-invariant expression of the parameters out of the loop,
         # each into a kernel of its own (compile time), to save a few additions per trip:
         # the barrier makes the per-pair constants look loop-variant to it.
-        consts_, (x, lo, hi, status, *carried) = _barrier((consts, tuple(state)))
+        packed_, state = _barrier((packed, state))
+        x, lo, hi, status, *carried = unpack_state(state)
+        consts_ = unpack(packed_)
         active = status >= 0
+        if split:  # the bracket starts as [0, 1] (see the initial state)
+            lo = jnp.where(status == 0, 0.0, lo)
+            hi = jnp.where(status == 0, 1.0, hi)
         if one_pass:  # its value is unused here: XLA drops that part of the kernel
             _, n1, n2, n3 = _value_derivs(P, Q, consts_, x)
         else:
             (n1, n2), n3 = _grad2(P, Q, consts_, x), None
         g, h, t = -n1, -n2, (-n3 if halley else 0.0)
         s = signed_step(g, h, t) if signed else newton_step(g, h, t)
+        if split:  # stored: the two state kernels read it (it would be fused into both)
+            (s,) = sp.stored(x, s)
         sg = s if signed else g  # the same signs, zeros and nans (signed_step)
         # f is concave: the optimum lies right of x where f'(x) > 0, left where f'(x) < 0.
         lo = jnp.where(active & (sg > 0), x, lo)
@@ -253,7 +283,7 @@ def _newton(P, Q, shape, dtype, max_steps):
             count = status + 1
             x = jnp.where(active, step, x)
             status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
-            return x, lo, hi, status
+            return pack([x, lo, hi, status])
         c = jnp.floor(status)
         count = c + 1
         # this trip evaluated at a pending small step: the element is finished there
@@ -262,10 +292,10 @@ def _newton(P, Q, shape, dtype, max_steps):
         new = jnp.where(stop, -1.0 - count, jnp.where(small, count + 0.5, count))
         status = jnp.where(pending, -1.0 - c, jnp.where(active, new, status))
         g_at, h_at = carried
-        return x, lo, hi, status, jnp.where(active, g, g_at), jnp.where(active, h, h_at)
+        return pack([x, lo, hi, status, jnp.where(active, g, g_at), jnp.where(active, h, h_at)])
 
     def finish(state):
-        alpha, _, _, status, *carried = state
+        alpha, _, _, status, *carried = unpack_state(state)
         if one_pass:
             value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
             g, h = -d1, -d2
@@ -282,11 +312,69 @@ def _newton(P, Q, shape, dtype, max_steps):
     # an element at an end point is finished before the loop (no evaluation there; its f'
     # is the end point's, from the test above)
     status = jnp.where(at0 | at1, -1.0, 0.0).astype(dtype)
-    state = (x0, zeros, jnp.ones(shape, dtype), status)
-    if not one_pass:
-        state += (jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros)
+    x0 = x0.astype(dtype)
+    if split:
+        # the bracket starts as a copy of (x0, status), read as [0, 1] by the first trip: a
+        # copy compiles to a memcpy, where filling an array with a constant takes a kernel
+        xs = jnp.stack([x0, status])
+        state = (xs, xs)
+    else:
+        rows = [x0, zeros, jnp.ones(shape, dtype), status]
+        if not one_pass:
+            rows += [jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros]
+        state = jnp.stack(rows)
     state = lax.while_loop(cond, body, state)
     return finish(state)
+
+
+def _pack(consts, params, shape, dtype):
+    """Stack the computed array leaves of ``consts`` (the per-pair constants of hand-written
+    derivatives) whose shapes end in the batch's shape into one float array (booleans as
+    0/1).
+
+    XLA:CPU has no multi-output fusion: every array that the solver loop reads is written by
+    a kernel of its own (~20 ms of compile time each). One stacked array is one kernel (a
+    concatenation that recomputes whatever its rows share). Returns ``(packed, unpack)``,
+    ``unpack(packed)`` giving back the tree (rows are slices, fused into their readers)."""
+    if dtype != jnp.float64 or not shape:
+        # float32 ran slower packed (one core, batch 1e5, benchmarks/compare_trees.py:
+        # Laplace 33 -> 40 ns/pair, Gaussian 16 -> 19; float64 equal or faster); a scalar
+        # pair (under vmap) would stack arrays over quadrature nodes (25% slower)
+        return consts, lambda packed: packed
+    # distributions stay whole (kernels without hand-written derivatives)
+    leaves, treedef = jax.tree_util.tree_flatten(
+        consts, is_leaf=lambda x: isinstance(x, Distribution)
+    )
+    inputs = jax.tree_util.tree_leaves(params)
+    nd = len(shape)
+    rows = [
+        i
+        for i, x in enumerate(leaves)
+        if isinstance(x, jax.Array)
+        and x.ndim >= nd
+        and x.shape[x.ndim - nd :] == shape
+        and (x.dtype == dtype or x.dtype == bool)
+        and not any(x is y for y in inputs)
+    ]
+    if not rows or (len(rows) == 1 and leaves[rows[0]].ndim == nd):
+        return consts, lambda packed: packed
+    parts = [leaves[i].astype(dtype).reshape((-1, *shape)) for i in rows]
+    sizes = [p.shape[0] for p in parts]
+    # (behind a barrier, which XLA does not look through: it would otherwise read each row
+    # from the kernel that computed it, keeping all of them)
+    stacked = lax.optimization_barrier(jnp.concatenate(parts))
+
+    def unpack(packed):
+        out = list(leaves)
+        start = 0
+        for i, n in zip(rows, sizes, strict=True):
+            x = leaves[i]
+            part = packed[start : start + n].reshape(x.shape)
+            out[i] = part != 0 if x.dtype == bool else part
+            start += n
+        return jax.tree_util.tree_unflatten(treedef, out)
+
+    return stacked, unpack
 
 
 def _barrier(tree):
@@ -482,16 +570,12 @@ def _chernoff_dispatch(P, Q, method, max_steps):
     n_chunks = -(-size // chunk_size)
     Pf, Qf = jax.tree_util.tree_map(lambda x: jnp.broadcast_to(x, shape).reshape(-1), (P, Q))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
-    # Every element is overwritten. Three different fill values, because one shared
-    # broadcast would be copied into each loop-carried buffer (a copy kernel per buffer:
-    # ~3% of the run time of a batch of 1e5 Gaussian pairs).
-    out = ChernoffResult(
-        jnp.full(size, jnp.nan, dtype),
-        jnp.full(size, 0.5, dtype),
-        jnp.zeros(size, dtype),
-        jnp.zeros(size, bool),
-        jnp.zeros(size, jnp.int32),
-    )
+    # Every element is overwritten, so the float buffers start as copies of a parameter
+    # array: a copy compiles to a memcpy, where filling an array with a constant takes a
+    # compiled kernel (~20 ms of compile time each).
+    same = [x for x in jax.tree_util.tree_leaves((Pf, Qf)) if x.dtype == dtype]
+    fill = [same[0]] * 3 if same else [jnp.full(size, v, dtype) for v in (jnp.nan, 0.5, 0.0)]
+    out = ChernoffResult(*fill, jnp.zeros(size, bool), jnp.zeros(size, jnp.int32))
 
     def chunk(i, out):
         start = jnp.minimum(i * chunk_size, size - chunk_size)

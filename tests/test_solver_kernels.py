@@ -222,3 +222,31 @@ def test_float32_quadrature_converges():
     )
     assert bool(jnp.all(r32.converged)) and int(jnp.max(r32.iterations)) <= 8
     np.testing.assert_allclose(r32.information, r64.information, rtol=2e-5)
+
+
+def test_packed_constants_unpack_exactly():
+    # the solver stacks its per-pair constants into one array (compile time); unpacking must
+    # give every leaf back bit for bit, with its shape and dtype, and leave the rest alone
+    from jaxdp.chernoff import _pack
+
+    n = 5
+    x = jnp.linspace(-1e300, 1e-300, n)
+    params = (jnp.arange(n, dtype=jnp.float64),)
+    consts = (
+        (x, jnp.exp(x[:2]).sum()),  # a scalar: not packed
+        jnp.stack([x * 3.0, -x]).reshape(2, 1, n),  # leading axes
+        x > 0,  # booleans travel as 0/1
+        params[0],  # an input: packed would only add a copy
+        jd.Laplace(x, jnp.full(n, 2.0)),  # a distribution stays whole
+    )
+    packed, unpack = _pack(consts, params, (n,), jnp.float64)
+    assert packed.shape == (4, n)
+    back = unpack(packed)
+    for got, want in zip(jax.tree.leaves(back), jax.tree.leaves(consts), strict=True):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    assert back[3] is params[0] and back[4] is consts[4]
+    # float32 and scalar pairs are left unpacked (slower packed; see _pack)
+    for shape, dtype in (((n,), jnp.float32), ((), jnp.float64)):
+        same, _ = _pack(consts, params, shape, dtype)
+        assert same is consts
