@@ -317,8 +317,8 @@ def scale_consts(num, den, power=1):
     r = num / den
     if power == 1:
         w, k = r, (num - den) / den
-    else:
-        w, k = r * r, (num - den) * (num + den) / (den * den)
+    else:  # two quotients: (num - den)(num + den) and den^2 overflow for scales ~1e154
+        w, k = r * r, ((num - den) / den) * ((num + den) / den)
     rho = power * log_ratio(num, den)
     return ScaleConsts(rho, k, w, phi(rho), -k / w)
 
@@ -348,6 +348,9 @@ def mixture_gap_pre(a, sc):
     rs = jnp.where(small, sc.rho, 0.0)
     u, v = b * rs, -a * rs
     series = a * (u * u * horner(_PHI_COEFFS, u)) + b * (v * v * horner(_PHI_COEFFS, v))
+    # (the other form where K or K^- overflows, |rho| > ~709: there 1 + aK = b + a e^rho
+    # with e^rho ~ 0, or its mirror, a sum the log1p keeps to relative accuracy)
+    low = (low & ~jnp.isinf(sc.k)) | jnp.isinf(sc.km)
     large = jnp.where(low, a * sc.k, b * sc.km)
     offset = jnp.where(small, 0.0, jnp.where(low, -a * sc.rho, b * sc.rho))
     return fm.log1p(jnp.where(small, series, large)) + offset

@@ -58,7 +58,8 @@ class ChernoffResult(NamedTuple):
 
     Attributes:
       information: Chernoff information :math:`C(P,Q)` in nats (``inf`` for disjoint
-        supports, 0 for ``P == Q``).
+        supports, 0 for ``P == Q``; ``inf`` with ``converged`` False where it overflowed,
+        for pairs whose supports coincide).
       alpha: the maximiser :math:`\\alpha^* \\in [0, 1]` (1/2 for ``P == Q``).
       derivative: the certificate :math:`f'(\\alpha^*)`: ~0 at an interior optimum; at
         :math:`\\alpha^* = 0` it is :math:`\\le 0`, at :math:`\\alpha^* = 1` it is :math:`\\ge 0`.
@@ -451,6 +452,16 @@ def _one_pass(P, Q) -> bool:
     return hasattr(kernel_for(P, Q), "value_derivs")
 
 
+def _swap_mask(P, Q):
+    """Where the kernel asks for the pair to be solved as (Q, P) (``swap_mask``; None when
+    it has none): Laplace and Gaussian pairs whose scale ratio would overflow
+    :math:`e^\rho` (the mirror image keeps every constant finite)."""
+    if isinstance(P, Product):
+        return None
+    kernel = kernel_for(P, Q)
+    return kernel.swap_mask(P, Q) if hasattr(kernel, "swap_mask") else None
+
+
 def _signed_step(P, Q) -> bool:
     """Whether the loop reads the signs of f' from its step (``signed_step``); a kernel
     module may opt out with ``SIGNED_STEP = False``, as discrete Laplace does (10-19% slower
@@ -595,14 +606,27 @@ def _chernoff(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     Ps, Qs = lax.stop_gradient(P), lax.stop_gradient(Q)
+    swap = _swap_mask(Ps, Qs)
+    if swap is not None:  # solved as (Q, P), whose optimum is 1 - alpha*, f' negated
+        Ps, Qs = (
+            jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
+            for A, B in ((Ps, Qs), (Qs, Ps))
+        )
     res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
+    if swap is not None:
+        res = res._replace(
+            alpha=jnp.where(swap, 1.0 - res.alpha, res.alpha),
+            deriv=jnp.where(swap, -res.deriv, res.deriv),
+        )
     a_star = lax.stop_gradient(res.alpha.astype(dtype))
     value = lax.stop_gradient(jnp.broadcast_to(res.value, shape).astype(dtype))
     # Envelope theorem: the gradient of the value at fixed a_star.
     information = -_envelope(value, a_star, P, Q)
     deriv = jnp.broadcast_to(res.deriv, shape).astype(dtype)
     # Disjoint supports: information +inf at any alpha; report alpha = 1/2, certificate 0.
-    disjoint = information == jnp.inf
+    # Pairs whose supports coincide have finite information: +inf there is an overflow (of
+    # the value, or of e^rho for Gaussian scale ratios beyond ~1e154), never converged.
+    disjoint = (information == jnp.inf) & (not _always_interior(P, Q))
     a_star = jnp.where(disjoint, 0.5, a_star)
     deriv = jnp.where(disjoint, 0.0, deriv)
     converged = res.done & (res.certified | res.at_end)

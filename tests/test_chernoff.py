@@ -395,3 +395,41 @@ def test_nested_in_user_transformations():
     ]
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-14)
     assert isinstance(jd.CPU_COMPILER_OPTIONS, dict)
+
+
+def test_gaussian_scale_ratios_beyond_float_range_of_their_square():
+    # sigma2/sigma1 > ~1.3e154: e^rho = (sigma2/sigma1)^2 overflows; such pairs are solved
+    # in the mirror orientation (Q, P). Before: inf reported as converged (both orders).
+    cases = [
+        (0.0, 1.0, 0.0, 1e160),
+        (0.0, 1e-150, 0.0, 1e100),
+        (3.0, 1.0, -2.0, 1e300),
+        (1e200, 1e250, 0.0, 1e-50),
+    ]
+    arr = np.array(cases + [(m2, s2, m1, s1) for m1, s1, m2, s2 in cases])
+    r = chernoff_jit()(jd.Gaussian(arr[:, 0], arr[:, 1]), jd.Gaussian(arr[:, 2], arr[:, 3]))
+    assert bool(jnp.all(r.converged))
+    for i, c in enumerate(arr):
+        info, a = mp_refs.chernoff(mp_refs.gau_log_bc_cf, *c)
+        assert _rel(r.information[i], float(info)) < 1e-13, (c, r.information[i], info)
+        # alpha* ~ 1/rho sits ~1e-3 from an end: 1 - alpha of the mirror keeps ~1e-13
+        assert _rel(r.alpha[i], float(a)) < 1e-12, (c, r.alpha[i], a)
+    # float32 overflows e^rho from a ratio of ~1.8e19 (was inf there too)
+    s = jnp.asarray([1e-10, 1e25], jnp.float32)
+    r32 = jd.chernoff(jd.Gaussian(jnp.zeros(2, jnp.float32), s), jd.Gaussian(0.0, s[::-1]))
+    assert bool(jnp.all(r32.converged))
+    for i in range(2):
+        c = (0.0, float(s[i]), 0.0, float(s[1 - i]))
+        info, a = mp_refs.chernoff(mp_refs.gau_log_bc_cf, *c)
+        assert _rel(r32.information[i], float(info)) < 1e-5, (c, r32.information[i], info)
+        assert _rel(r32.alpha[i], float(a)) < 1e-4, (c, r32.alpha[i], a)
+
+
+def test_overflowing_information_is_not_converged():
+    # Gaussians 1e300 standard deviations apart: C = (Delta/sigma)^2/8 overflows. Supports
+    # coincide, so inf is not an exact answer (it was reported as converged, like disjoint
+    # supports); disjoint supports stay converged at inf.
+    r = jd.chernoff(jd.Gaussian(0.0, 1.0), jd.Gaussian(1e300, 1.0))
+    assert float(r.information) == np.inf and not bool(r.converged)
+    d = jd.chernoff(jd.Categorical(jnp.array([1.0, 0.0])), jd.Categorical(jnp.array([0.0, 1.0])))
+    assert float(d.information) == np.inf and bool(d.converged)
