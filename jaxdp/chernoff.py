@@ -233,9 +233,14 @@ def _newton(P, Q, shape, dtype, max_steps):
     # (the signed step of a one-pass kernel), in two, (x, status) and (lo, hi): a kernel
     # writing every row would absorb that code (its only reader) and run it once per row,
     # while with two readers the step stays one stored kernel.
-    split = signed and one_pass
+    # Float32 keeps separate arrays, as for the constants (see _pack): stacked, Laplace and
+    # Gaussian ran 5-6% slower, discrete Laplace ~5% (benchmarks/compare_trees.py).
+    plain = dtype != jnp.float64
+    split = signed and one_pass and not plain
 
     def pack(rows):
+        if plain:
+            return tuple(rows)
         if split:
             x, lo, hi, status = rows
             return jnp.stack([x, status]), jnp.stack([lo, hi])
@@ -323,7 +328,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         rows = [x0, zeros, jnp.ones(shape, dtype), status]
         if not one_pass:
             rows += [jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros]
-        state = jnp.stack(rows)
+        state = pack(rows)
     state = lax.while_loop(cond, body, state)
     return finish(state)
 
