@@ -164,6 +164,8 @@ def _edge_cases():
             ("scale ratio 1e-6", (0.0, 1.0, 1.0, 1e-6)),
             ("same mean, scale ratio 1e4 (alpha* near end)", (0.0, 1.0, 0.0, 1e4)),
             ("shift 1e-4, scale ratio 1e-2 (alpha* near end)", (0.0, 1.0, 1e-4, 1e-2)),
+            # float32: (sigma2/sigma1)^2 = e^rho overflows, solved as (Q, P)
+            ("scale ratio 1e25 (e^rho overflows float32)", (0.0, 1.0, 2.0, 1e25)),
         ],
         "DiscreteLaplace": [
             ("geometric, eps 1e-6", (0.0, 1e6, 1.0, 1e6)),
