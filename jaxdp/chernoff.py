@@ -37,6 +37,7 @@ function theorem on :math:`f'(\alpha^*) = 0`,
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import NamedTuple
 
@@ -238,22 +239,28 @@ def _newton(P, Q, shape, dtype, max_steps):
     plain = dtype != jnp.float64
     split = signed and one_pass and not plain
 
+    # Split, the status is stored plus 2 (exact: small integers), above every x in [0, 1]
+    # exactly while unfinished: the loop test then reduces the whole (x, status) array, not
+    # a slice of it (a slice is a kernel of its own).
     def pack(rows):
         if plain:
             return tuple(rows)
         if split:
             x, lo, hi, status = rows
-            return jnp.stack([x, status]), jnp.stack([lo, hi])
+            return jnp.stack([x, status + 2.0]), jnp.stack([lo, hi])
         return jnp.stack(rows)
 
     def unpack_state(state):
         if split:
             (x, status), (lo, hi) = state
-            return [x, lo, hi, status]
+            return [x, lo, hi, status - 2.0]
         return list(state)
 
     def cond(state):
-        top = jnp.max(unpack_state(state)[3])
+        if split:
+            top = jnp.max(state[0]) - 2.0
+        else:
+            top = jnp.max(unpack_state(state)[3])
         return (top >= 0) & (top <= max_steps)
 
     def body(state):
@@ -322,7 +329,7 @@ def _newton(P, Q, shape, dtype, max_steps):
     if split:
         # the bracket starts as a copy of (x0, status), read as [0, 1] by the first trip: a
         # copy compiles to a memcpy, where filling an array with a constant takes a kernel
-        xs = jnp.stack([x0, status])
+        xs = jnp.stack([x0, status + 2.0])
         state = (xs, xs)
     else:
         rows = [x0, zeros, jnp.ones(shape, dtype), status]
@@ -444,10 +451,18 @@ def _value_derivs(P, Q, consts, a):
         return v, d1, d2, None
     kernel = kernel_for(P, Q)
     if hasattr(kernel, "value_derivs"):
-        out = kernel.value_derivs(consts, a)
+        out = _traced_once(kernel.value_derivs)(consts, a)
         return out if len(out) == 4 else (*out, None)
     d1, d2 = _grad2(P, Q, consts, a)
     return raw_log_bc(P, Q, a, unit=True), d1, d2, None
+
+
+@functools.cache
+def _traced_once(fn):
+    """``fn`` under a nested ``jax.jit``: the solver calls a kernel's ``value_derivs`` in its
+    loop and again after it, with the same shapes; JAX then traces and lowers it once
+    (XLA inlines both calls)."""
+    return jax.jit(fn)
 
 
 def _one_pass(P, Q) -> bool:
@@ -635,7 +650,9 @@ def _chernoff(P, Q, method, max_steps):
     a_star = jnp.where(disjoint, 0.5, a_star)
     deriv = jnp.where(disjoint, 0.0, deriv)
     converged = res.done & (res.certified | res.at_end)
-    converged = ((converged & ~jnp.isnan(deriv)) | disjoint) & ~jnp.isnan(information)
+    converged = ((converged & ~jnp.isnan(deriv) & jnp.isfinite(information)) | disjoint) & (
+        ~jnp.isnan(information)
+    )
     alpha = _implicit_alpha(a_star, P, Q)
     return ChernoffResult(
         information=information,

@@ -433,3 +433,22 @@ def test_overflowing_information_is_not_converged():
     assert float(r.information) == np.inf and not bool(r.converged)
     d = jd.chernoff(jd.Categorical(jnp.array([1.0, 0.0])), jd.Categorical(jnp.array([0.0, 1.0])))
     assert float(d.information) == np.inf and bool(d.converged)
+
+
+def test_invalid_pairs_under_jit_leave_the_rest_of_the_batch_alone():
+    # Under jit nothing is validated: a nan scale, an infinite location and a negative scale
+    # are unconverged, and every other pair of their chunk still converges (the loop test
+    # reduces a whole state array; one nan there must not end the loop for all)
+    from jaxdp.chernoff import _cpu_chunk
+
+    n = 4 * _cpu_chunk(jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 1.0)) + 3
+    rng = np.random.default_rng(3)
+    b1, b2, m2 = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 2.0, n), rng.normal(size=n)
+    bad = [5, 7, 9]
+    b1[5], m2[7], b2[9] = np.nan, np.inf, -1.0
+    r = jax.jit(lambda b1, m2, b2: jd.chernoff(jd.Laplace(0.0, b1), jd.Laplace(m2, b2)))(
+        b1, m2, b2
+    )
+    conv = np.asarray(r.converged)
+    assert not conv[bad].any() and conv.sum() == n - len(bad)
+    assert np.isfinite(np.asarray(r.information)[conv]).all()
