@@ -446,9 +446,7 @@ def test_invalid_pairs_under_jit_leave_the_rest_of_the_batch_alone():
     b1, b2, m2 = rng.uniform(0.5, 2.0, n), rng.uniform(0.5, 2.0, n), rng.normal(size=n)
     bad = [5, 7, 9]
     b1[5], m2[7], b2[9] = np.nan, np.inf, -1.0
-    r = jax.jit(lambda b1, m2, b2: jd.chernoff(jd.Laplace(0.0, b1), jd.Laplace(m2, b2)))(
-        b1, m2, b2
-    )
+    r = jax.jit(lambda b1, m2, b2: jd.chernoff(jd.Laplace(0.0, b1), jd.Laplace(m2, b2)))(b1, m2, b2)
     conv = np.asarray(r.converged)
     assert not conv[bad].any() and conv.sum() == n - len(bad)
     assert np.isfinite(np.asarray(r.information)[conv]).all()
