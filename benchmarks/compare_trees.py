@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import gc
 import importlib
 import pathlib
 import re
@@ -32,7 +31,6 @@ import shutil
 import statistics
 import sys
 import tempfile
-import time
 
 import jax
 import numpy as np
@@ -91,12 +89,9 @@ def main() -> None:
             for dt in (np.float64, np.float32):
                 inputs = fam.make(args.n, dt)
                 for label, mod in mods.items():
-
-                    def run(*a, mod=mod, fam=fam):
-                        return mod.chernoff(*fam.build(mod, *a))
-
-                    fn = jax.vmap(run) if fam.vmap else run
-                    compiled = jax.jit(fn, compiler_options=mod.CPU_COMPILER_OPTIONS)
+                    compiled = jax.jit(
+                        _chernoff_fn(mod, fam), compiler_options=mod.CPU_COMPILER_OPTIONS
+                    )
                     calls.append((compiled.lower(*inputs).compile(), inputs))
                     keys.append((label, np.dtype(dt).name))
             times = {k: [] for k in keys}
@@ -113,25 +108,26 @@ def main() -> None:
                 )
 
 
+def _chernoff_fn(mod, fam):
+    """The tree's ``chernoff`` on the family's input arrays."""
+
+    def run(*a):
+        return mod.chernoff(*fam.build(mod, *a))
+
+    return jax.vmap(run) if fam.vmap else run
+
+
 def _compare_compiles(name, fam, mods, n, rounds) -> None:
     inputs = fam.make(n, np.float64)
     times = {label: [] for label in mods}
     kernels = {}
     for _ in range(rounds):
         for label, mod in mods.items():
-
-            def run(*a, mod=mod, fam=fam):
-                return mod.chernoff(*fam.build(mod, *a))
-
-            fn = jax.vmap(run) if fam.vmap else run
             jax.clear_caches()
-            gc.collect()
-            gc.disable()
-            t0 = time.perf_counter()
-            compiled = jax.jit(fn, compiler_options=mod.CPU_COMPILER_OPTIONS).lower(*inputs)
-            compiled = compiled.compile()
-            times[label].append(time.perf_counter() - t0)
-            gc.enable()
+            compiled, t = H.compile_jit(
+                _chernoff_fn(mod, fam), *inputs, compiler_options=mod.CPU_COMPILER_OPTIONS
+            )
+            times[label].append(t["trace_lower_s"] + t["compile_s"])
             kernels[label] = len(re.findall(r"= \S+ fusion\(", compiled.as_text()))
     for label, ts in times.items():
         print(

@@ -321,7 +321,6 @@ def _newton(P, Q, shape, dtype, max_steps):
         iterations = jnp.maximum(evals - 1, 0).astype(jnp.int32)
         return _Solve(alpha, value, g, certified, done, at_end, iterations)
 
-    zeros = jnp.zeros(shape, dtype)
     # an element at an end point is finished before the loop (no evaluation there; its f'
     # is the end point's, from the test above)
     status = jnp.where(at0 | at1, -1.0, 0.0).astype(dtype)
@@ -332,6 +331,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         xs = jnp.stack([x0, status + 2.0])
         state = (xs, xs)
     else:
+        zeros = jnp.zeros(shape, dtype)
         rows = [x0, zeros, jnp.ones(shape, dtype), status]
         if not one_pass:
             rows += [jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros]
@@ -473,7 +473,7 @@ def _one_pass(P, Q) -> bool:
 
 
 def _swap_mask(P, Q):
-    """Where the kernel asks for the pair to be solved as (Q, P) (``swap_mask``; None when
+    r"""Where the kernel asks for the pair to be solved as (Q, P) (``swap_mask``; None when
     it has none): Laplace and Gaussian pairs whose scale ratio would overflow
     :math:`e^\rho` (the mirror image keeps every constant finite)."""
     if isinstance(P, Product):
