@@ -313,7 +313,8 @@ def _newton(P, Q, shape, dtype, max_steps):
             value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
             g, h = -d1, -d2
         else:
-            value, (g, h) = raw_log_bc(P, Q, alpha, unit=True), carried
+            # stored: each output kernel reads it, and would otherwise recompute it
+            (value,), (g, h) = sp.stored(alpha, raw_log_bc(P, Q, alpha, unit=True)), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
         certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
