@@ -310,6 +310,16 @@ class ScaleConsts(NamedTuple):
     km: jax.Array
 
 
+def exp_rho_overflows(num, den, power=1):
+    r"""Where :math:`e^\rho = (\text{num}/\text{den})^{p}` would overflow the constants of
+    :func:`scale_consts`: :math:`\rho > \log(M/2.2)`, :math:`M` the largest float (~709 in
+    float64, ~88 in float32). A product and a comparison (a logarithm would cost a compiled
+    kernel); kernels solve such pairs as :math:`(Q, P)`, whose :math:`e^{-\rho} \approx 0`
+    every constant absorbs."""
+    big = float(jnp.finfo(jnp.result_type(num, den)).max) / 2.2
+    return num > den * big ** (1.0 / power)
+
+
 def scale_consts(num, den, power=1):
     r""":class:`ScaleConsts` for :math:`e^\rho = (\text{num}/\text{den})^{p}`, ``p`` 1 or 2
     (scales of Laplace, variances of Gaussians); :math:`K` from the difference, so it keeps

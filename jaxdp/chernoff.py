@@ -242,7 +242,7 @@ def _newton(P, Q, shape, dtype, max_steps):
     # Split, the status is stored plus 2 (exact: small integers), above every x in [0, 1]
     # exactly while unfinished: the loop test then reduces the whole (x, status) array, not
     # a slice of it (a slice is a kernel of its own).
-    def pack(rows):
+    def stack_state(rows):
         if plain:
             return tuple(rows)
         if split:
@@ -250,7 +250,7 @@ def _newton(P, Q, shape, dtype, max_steps):
             return jnp.stack([x, status + 2.0]), jnp.stack([lo, hi])
         return jnp.stack(rows)
 
-    def unpack_state(state):
+    def unstack_state(state):
         if split:
             (x, status), (lo, hi) = state
             return [x, lo, hi, status - 2.0]
@@ -260,7 +260,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         if split:
             top = jnp.max(state[0]) - 2.0
         else:
-            top = jnp.max(unpack_state(state)[3])
+            top = jnp.max(unstack_state(state)[3])
         return (top >= 0) & (top <= max_steps)
 
     def body(state):
@@ -268,7 +268,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         # each into a kernel of its own (compile time), to save a few additions per trip:
         # the barrier makes the per-pair constants look loop-variant to it.
         packed_, state = _barrier((packed, state))
-        x, lo, hi, status, *carried = unpack_state(state)
+        x, lo, hi, status, *carried = unstack_state(state)
         consts_ = unpack(packed_)
         active = status >= 0
         if split:  # the bracket starts as [0, 1] (see the initial state)
@@ -296,7 +296,7 @@ def _newton(P, Q, shape, dtype, max_steps):
             count = status + 1
             x = jnp.where(active, step, x)
             status = jnp.where(active, jnp.where(small | stop, -1.0 - count, count), status)
-            return pack([x, lo, hi, status])
+            return stack_state([x, lo, hi, status])
         c = jnp.floor(status)
         count = c + 1
         # this trip evaluated at a pending small step: the element is finished there
@@ -305,10 +305,11 @@ def _newton(P, Q, shape, dtype, max_steps):
         new = jnp.where(stop, -1.0 - count, jnp.where(small, count + 0.5, count))
         status = jnp.where(pending, -1.0 - c, jnp.where(active, new, status))
         g_at, h_at = carried
-        return pack([x, lo, hi, status, jnp.where(active, g, g_at), jnp.where(active, h, h_at)])
+        g, h = jnp.where(active, g, g_at), jnp.where(active, h, h_at)
+        return stack_state([x, lo, hi, status, g, h])
 
     def finish(state):
-        alpha, _, _, status, *carried = unpack_state(state)
+        alpha, _, _, status, *carried = unstack_state(state)
         if one_pass:
             value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
             g, h = -d1, -d2
@@ -336,7 +337,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         rows = [x0, zeros, jnp.ones(shape, dtype), status]
         if not one_pass:
             rows += [jnp.where(at0, -d0, jnp.where(at1, -d1, 0.0)).astype(dtype), zeros]
-        state = pack(rows)
+        state = stack_state(rows)
     state = lax.while_loop(cond, body, state)
     return finish(state)
 

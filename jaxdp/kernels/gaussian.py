@@ -110,14 +110,10 @@ def tv(P, Q):
 
 
 def swap_mask(P, Q):
-    r"""Pairs the solver takes as :math:`(Q, P)`: those with
-    :math:`\rho = \log(\sigma_2^2/\sigma_1^2)` above :math:`\log(M/2.2)` (:math:`M` the
-    largest float: ~709 in float64, ~88 in float32), where :math:`e^\rho` (and with it
-    :math:`K`) would overflow; the mirror image has :math:`e^{-\rho} \approx 0`, which
-    every constant absorbs."""
-    # a product and a comparison (no logarithm: it would cost a compiled kernel)
-    big = math.sqrt(float(jnp.finfo(jnp.result_type(P.scale, Q.scale)).max) / 2.2)
-    return Q.scale > P.scale * big
+    r"""Pairs the solver takes as :math:`(Q, P)`: those whose
+    :math:`e^\rho = \sigma_2^2/\sigma_1^2` would overflow
+    (:func:`jaxdp._special.exp_rho_overflows`)."""
+    return sp.exp_rho_overflows(Q.scale, P.scale, power=2)
 
 
 def derivs_setup(P, Q):
