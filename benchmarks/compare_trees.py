@@ -8,8 +8,10 @@ Usage (pin to one core; check other commits out with ``git worktree add /tmp/old
 Each tree's ``jaxdp`` package is copied to a temporary directory under a name of its own
 (``jaxdp_<label>``, imports rewritten), so that all of them load side by side; ``:mod.ATTR=value``
 after a path sets a module attribute of that copy (a Python literal) before anything is
-traced. Every tree's ``chernoff`` is compiled for the speed suite's inputs
-(``bench_speed.families``) at batch 1e5 in float64 and float32 (x64 on), and all executables
+traced, and ``:ATTR=value`` one of the package itself: ``:CPU_COMPILER_OPTIONS={...}``
+compiles that tree with other XLA options (both timings use the package's attribute).
+Every tree's ``chernoff`` is compiled for the speed suite's inputs (``bench_speed.families``)
+at batch 1e5 in float64 and float32 (x64 on), and all executables
 are timed in alternating rounds (``_harness.interleaved``), so a slow spell of a shared
 machine hits them alike. Prints the median over ``--runs`` of ns per pair, float64 / float32,
 and their ratio (the float32 target), per family and tree.
@@ -43,7 +45,8 @@ import bench_speed as bs  # noqa: E402
 
 
 def _load(label: str, spec: str, tmp: pathlib.Path):
-    path, *overrides = spec.split(":")
+    # ':' before each 'name=' (a dict literal's own colons are not followed by one)
+    path, *overrides = re.split(r":(?=[\w.]+=)", spec)
     dest = tmp / label / f"jaxdp_{label}"
     shutil.copytree(
         pathlib.Path(path) / "jaxdp", dest, ignore=shutil.ignore_patterns("__pycache__")
@@ -54,8 +57,9 @@ def _load(label: str, spec: str, tmp: pathlib.Path):
     mod = importlib.import_module(f"jaxdp_{label}")
     for item in overrides:
         target, value = item.split("=", 1)
-        modname, attr = target.rsplit(".", 1)
-        setattr(importlib.import_module(f"jaxdp_{label}.{modname}"), attr, ast.literal_eval(value))
+        modname, _, attr = target.rpartition(".")
+        owner = importlib.import_module(f"jaxdp_{label}.{modname}") if modname else mod
+        setattr(owner, attr, ast.literal_eval(value))
     return mod
 
 

@@ -25,6 +25,17 @@ def as_inexact(*xs):
     return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
 
 
+def as_order(x):
+    """A skew or order parameter (``alpha``, a Rényi order) as an inexact array.
+
+    A Python scalar stays weakly typed, as in ``jnp`` arithmetic, so that ``alpha=0.5``
+    with float32 distributions computes in float32 also under x64 (through
+    :func:`as_inexact` it became a strong float64 that promoted the whole computation).
+    """
+    x = jnp.asarray(x)
+    return x * 1.0 if x.weak_type else as_inexact(x)[0]
+
+
 def _values(x):
     return np.asarray(jax.device_get(x))
 

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxdp import _fastmath as fm
 
@@ -63,6 +64,23 @@ def horner(coeffs, x, xmax=1.0):
     return acc
 
 
+@jax.custom_jvp
+def quotient(x, y):
+    r""":math:`x / y` whose derivative is formed as :math:`(\dot x - q\,\dot y)/y` with
+    :math:`q = x/y`, not JAX's :math:`-x\dot y/y^2`, whose :math:`y^2` overflows (a zero
+    gradient) or underflows (``inf``) for ``y`` beyond ~1e154 or below ~1e-154 (scale
+    ratios of Gaussian pairs) while the quotient and its derivative are ordinary."""
+    return x / y
+
+
+@quotient.defjvp
+def _quotient_jvp(primals, tangents):
+    x, y = primals
+    dx, dy = tangents
+    q = x / y
+    return q, (dx - q * dy) / y
+
+
 def phi(x):
     r"""Stable :math:`\varphi(x) = e^x - 1 - x \ge 0`."""
     x = jnp.asarray(x)
@@ -107,7 +125,7 @@ def psi(x):
     small = jnp.abs(x) <= 0.125
     xs = jnp.where(small, x, 0.0)
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, horner(_PSI_SERIES, -xs, 0.125), -jnp.expm1(-xl) / xl)
+    return jnp.where(small, horner(_PSI_SERIES, -xs, 0.125), quotient(-jnp.expm1(-xl), xl))
 
 
 def one_minus_psi(x):
@@ -116,7 +134,7 @@ def one_minus_psi(x):
     small = jnp.abs(x) <= 0.125
     xs = jnp.where(small, x, 0.0)
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, xs * horner(_OMPSI_SERIES, -xs, 0.125), phi(-xl) / xl)
+    return jnp.where(small, xs * horner(_OMPSI_SERIES, -xs, 0.125), quotient(phi(-xl), xl))
 
 
 def sinhc_m1(x):
@@ -149,7 +167,7 @@ def log_ratio(num, den):
     log-ratios.
     """
     up = num >= den
-    x = jnp.where(up, num - den, den - num) / jnp.where(up, den, num)
+    x = quotient(jnp.where(up, num - den, den - num), jnp.where(up, den, num))
     y = fm.log1p(x)
     return jnp.where(up, y, -y)
 
@@ -170,14 +188,37 @@ def mixture_gap(a, rho):
     a = jnp.asarray(a)
     rho = jnp.asarray(rho)
     small = (jnp.abs(rho) <= 1.0) & (jnp.abs(a * rho) <= 1.0) & (jnp.abs((1.0 - a) * rho) <= 1.0)
+    huge = jnp.abs(rho) > math.log(jnp.finfo(rho.dtype).max) - 5.0
     rs = jnp.where(small, rho, 0.0)
     series_arg = a * phi((1.0 - a) * rs) + (1.0 - a) * phi(-a * rs)
-    rl = jnp.where(small, 2.0, rho)
+    rl = jnp.where(small | huge, 2.0, rho)
     low = a <= 0.5
     large_arg = jnp.where(low, a * jnp.expm1(rl), (1.0 - a) * jnp.expm1(-rl))
     offset = jnp.where(small, 0.0, jnp.where(low, -a * rl, (1.0 - a) * rl))
     # a single log1p on the selected argument (log1p dominates the cost)
-    return fm.log1p(jnp.where(small, series_arg, large_arg)) + offset
+    gap = fm.log1p(jnp.where(small, series_arg, large_arg)) + offset
+    return jnp.where(huge, _mixture_gap_huge(a, jnp.where(huge, rho, 1e3)), gap)
+
+
+def _mixture_gap_huge(a, rho):
+    r""":func:`mixture_gap` where :math:`e^{|\rho|}` overflows (Gaussian scale ratios beyond
+    ~1e154, float32 ~1.8e19). By the symmetry :math:`g(a, \rho) = g(1 - a, -\rho)`, with
+    :math:`t = |\rho|`, :math:`d` the weight of the smaller exponent (``1 - a`` for
+    :math:`\rho > 0`, ``a`` otherwise) and :math:`c = 1 - d`,
+    :math:`g = d\,t + \log(c + d e^{-t})`. The log is taken as :math:`\log(1 + d\,
+    \mathrm{expm1}(-t))` while :math:`d \le 1/2` or ``a`` is outside ``[0, 1]`` (Rényi
+    orders), which keeps a tiny ``d`` exact, and otherwise as a log-sum-exp of
+    :math:`\log c` and :math:`\log d - t`, which keeps a tiny ``c`` (``c = 0`` gives
+    ``g = 0``, not ``t - inf`` once :math:`e^{-t}` underflows)."""
+    t = jnp.abs(rho)
+    pos = rho > 0
+    d = jnp.where(pos, 1.0 - a, a)
+    c = jnp.where(pos, a, 1.0 - a)
+    lse = (d > 0.5) & (d <= 1.0)
+    cl, dl = jnp.where(lse, c, 0.5), jnp.where(lse, d, 0.5)
+    by_lse = jnp.logaddexp(jnp.log(cl), jnp.log(dl) - t)
+    by_log1p = fm.log1p(jnp.where(lse, 0.0, d) * jnp.expm1(-t))
+    return d * t + jnp.where(lse, by_lse, by_log1p)
 
 
 def exp_diff(x, y, d):
@@ -320,6 +361,21 @@ def exp_rho_overflows(num, den, power=1):
     return num > den * big ** (1.0 / power)
 
 
+def inverse_power_of_two(b):
+    """``2**-floor(log2 b)`` for ``b > 0`` (so that ``b * it`` is in ``[1, 2)``), from the
+    exponent bits: a few integer operations, where ``frexp``/``ldexp`` cost dozens per element,
+    repeated in every kernel that reads the result. A factor, not a divisor: XLA rewrites
+    ``(x/c)/(y/c)`` into ``(x*c)/(y*c)``, which overflows for the scales this is for."""
+    finfo = jnp.finfo(b.dtype)
+    mant = finfo.nmant  # 52 or 23 explicit mantissa bits
+    top = 2 * (2 ** (finfo.nexp - 1) - 1)  # 2046 or 254: 2 * bias
+    uint = jnp.uint64 if b.dtype.itemsize == 8 else jnp.uint32
+    exp = (lax.bitcast_convert_type(b, uint) >> mant) & (2**finfo.nexp - 1)
+    # exponent field 2 bias - E: 2**-(E - bias); E clipped so that the result stays normal
+    exp = jnp.clip(exp, 1, top - 1).astype(uint)
+    return lax.bitcast_convert_type((uint(top) - exp) << mant, b.dtype)
+
+
 def scale_consts(num, den, power=1):
     r""":class:`ScaleConsts` for :math:`e^\rho = (\text{num}/\text{den})^{p}`, ``p`` 1 or 2
     (scales of Laplace, variances of Gaussians); :math:`K` from the difference, so it keeps
@@ -330,7 +386,7 @@ def scale_consts(num, den, power=1):
     else:  # two quotients: (num - den)(num + den) and den^2 overflow for scales ~1e154
         w, k = r * r, ((num - den) / den) * ((num + den) / den)
     rho = power * log_ratio(num, den)
-    return ScaleConsts(rho, k, w, phi(rho), -k / w)
+    return ScaleConsts(rho, k, w, phi(rho), -quotient(k, w))
 
 
 def pure_scale_alpha(rho, k):
@@ -389,7 +445,7 @@ def _mixture_gap_da_jvp(primals, tangents):
     ta, trho = tangents[:2]  # k, phr, w, inv are functions of a, rho: their tangents implied
     value = (phr - a * rho * k) * inv
     d_a = -jnp.square(k * inv)
-    d_rho = k * quadratic_factor(a, jnp.sqrt(w)) * jnp.square(inv)
+    d_rho = (k * inv) * (quadratic_factor(a, jnp.sqrt(w)) * inv)  # k, w ~ 1e300: no inf * 0
     return value, d_a * ta + d_rho * trho
 
 

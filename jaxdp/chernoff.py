@@ -318,7 +318,8 @@ def _newton(P, Q, shape, dtype, max_steps):
             (value,), (g, h) = sp.stored(alpha, raw_log_bc(P, Q, alpha, unit=True)), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
-        certified = jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)
+        # (an overflowed f'' certifies nothing: |f'| <= inf held for f' = inf too)
+        certified = (jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)) & (jnp.abs(h) < jnp.inf)
         at_end = at0 | at1 | jnp.isnan(g)
         iterations = jnp.maximum(evals - 1, 0).astype(jnp.int32)
         return _Solve(alpha, value, g, certified, done, at_end, iterations)
@@ -529,14 +530,25 @@ def _implicit_alpha_jvp(primals, tangents):
     a_star, P, Q = primals
     _, tP, tQ = tangents
     a_star = lax.stop_gradient(a_star)
+    a_eval, sign = a_star, 1.0
+    swap = _swap_mask(lax.stop_gradient(P), lax.stop_gradient(Q))
+    if swap is not None:
+        # pairs the solver took as (Q, P) (constants overflow the other way round):
+        # f_PQ(a) = f_QP(1 - a), so f_PQ' = -f_QP' there and f'' is the same
+        def pick(A, B):
+            return jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
+
+        P, Q, tP, tQ = pick(P, Q), pick(Q, P), pick(tP, tQ), pick(tQ, tP)
+        a_eval = jnp.where(swap, 1.0 - a_star, a_star)
+        sign = jnp.where(swap, -1.0, 1.0)
 
     def d1_of(P, Q):
-        return _grad2(P, Q, _setup(P, Q), a_star)
+        return _grad2(P, Q, _setup(P, Q), a_eval)
 
     (_d1, d2), (t1, _) = jax.jvp(d1_of, (P, Q), (tP, tQ))
     interior = (a_star > 0) & (a_star < 1)
     safe = interior & (d2 != 0) & jnp.isfinite(d2)
-    return a_star, jnp.where(safe, -t1 / jnp.where(safe, d2, 1.0), 0.0)
+    return a_star, jnp.where(safe, -sign * t1 / jnp.where(safe, d2, 1.0), 0.0)
 
 
 def chernoff(

@@ -13,6 +13,7 @@ import jax.numpy as jnp
 from jax import lax
 
 from jaxdp import _checks, _jit
+from jaxdp import _special as sp
 from jaxdp.distributions import (
     Categorical,
     DiscreteLaplace,
@@ -50,21 +51,6 @@ def kernel_for(P: Distribution, Q: Distribution):
 _LOC_SCALE = (Laplace, Gaussian)
 
 
-def _inverse_power_of_two(b):
-    """``2**-floor(log2 b)`` for ``b > 0`` (so that ``b * it`` is in ``[1, 2)``), from the
-    exponent bits: a few integer operations, where ``frexp``/``ldexp`` cost dozens per element,
-    repeated in every kernel that reads the result. A factor, not a divisor: XLA rewrites
-    ``(x/c)/(y/c)`` into ``(x*c)/(y*c)``, which overflows for the scales this is for."""
-    finfo = jnp.finfo(b.dtype)
-    mant = finfo.nmant  # 52 or 23 explicit mantissa bits
-    top = 2 * (2 ** (finfo.nexp - 1) - 1)  # 2046 or 254: 2 * bias
-    uint = jnp.uint64 if b.dtype.itemsize == 8 else jnp.uint32
-    exp = (lax.bitcast_convert_type(b, uint) >> mant) & (2**finfo.nexp - 1)
-    # exponent field 2 bias - E: 2**-(E - bias); E clipped so that the result stays normal
-    exp = jnp.clip(exp, 1, top - 1).astype(uint)
-    return lax.bitcast_convert_type((uint(top) - exp) << mant, b.dtype)
-
-
 def standardize(P: Distribution, Q: Distribution):
     r"""The pair moved by the common affine map :math:`x \mapsto (x - \mu_1)/c`, where the
     pair is Laplace/Gaussian (any mix); other pairs are returned as they are.
@@ -80,7 +66,7 @@ def standardize(P: Distribution, Q: Distribution):
     """
     if not (isinstance(P, _LOC_SCALE) and isinstance(Q, _LOC_SCALE)):
         return P, Q
-    inv_c = _inverse_power_of_two(lax.stop_gradient(P.scale))
+    inv_c = sp.inverse_power_of_two(lax.stop_gradient(P.scale))
     p_def = jax.tree_util.tree_structure(P)
     q_def = jax.tree_util.tree_structure(Q)
     Ps = jax.tree_util.tree_unflatten(p_def, [jnp.zeros_like(P.loc), P.scale * inv_c])
@@ -150,7 +136,7 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
       ``log C_alpha`` in nats, shaped by the broadcast batch shape; ``-inf`` for disjoint
       supports. Under ``jit`` an ``alpha`` outside ``[0, 1]`` gives ``nan``.
     """
-    (alpha,) = _checks.as_inexact(alpha)
+    alpha = _checks.as_order(alpha)
     _checks.check_unit_interval("alpha", alpha)
     check_pair(P, Q, alpha.shape)
     return _log_bc(P, Q, alpha)

@@ -6,6 +6,8 @@ unitless), with ``+inf`` where the math says so (e.g. KL when :math:`P \not\ll Q
 
 from __future__ import annotations
 
+import functools
+
 import jax.numpy as jnp
 import numpy as np
 
@@ -42,18 +44,22 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     with :math:`D_1 = D(P\|Q)` (KL). For :math:`\lambda > 1` it is ``+inf`` where the
     integral diverges (e.g. Laplace with :math:`\lambda/b_1 \le (\lambda-1)/b_2`).
     """
-    (order,) = _checks.as_inexact(order)
+    # KL only where some order is 1: its gradient may overflow (e.g. d/db2 of b1/b2 for a
+    # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
+    # on the argument as given: once converted, it is traced inside an outer jit.
+    with_kl = not _checks.is_concrete(order) or bool(np.any(np.asarray(order) == 1))
+    order = _checks.as_order(order)
     _checks.check_positive("order", order)
     check_pair(P, Q, order.shape)
-    return _renyi(P, Q, order)
+    return _renyi(P, Q, order, with_kl=with_kl)
 
 
-@_jit.jit
-def _renyi(P, Q, order):
+@functools.partial(_jit.jit, static_argnames="with_kl")
+def _renyi(P, Q, order, with_kl=True):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
     value = raw_log_bc(P, Q, safe) / (safe - 1.0)
-    return jnp.where(is_one, _kl(P, Q), value)
+    return jnp.where(is_one, _kl(P, Q), value) if with_kl else value
 
 
 def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:

@@ -2,6 +2,7 @@
 gradients (envelope theorem and implicit function theorem) vs finite differences."""
 
 import functools
+import math
 
 import hypothesis.strategies as st
 import jax
@@ -423,6 +424,40 @@ def test_gaussian_scale_ratios_beyond_float_range_of_their_square():
         info, a = mp_refs.chernoff(mp_refs.gau_log_bc_cf, *c)
         assert _rel(r32.information[i], float(info)) < 1e-5, (c, r32.information[i], info)
         assert _rel(r32.alpha[i], float(a)) < 1e-4, (c, r32.alpha[i], a)
+
+
+def test_gaussian_large_scale_ratios_with_shifts_of_the_wide_scale():
+    # sigma2/sigma1 from ~1e38 to ~1e153 with centres ~sigma2 apart: c = Delta^2/(2 sigma1^2)
+    # times r^2 overflowed in f', and the closed-form start's B^2 ~ K^4 from a ratio of
+    # ~1e38 on. At 1e100 and 1e150 the solver stopped at alpha = 1/2 with f' = -inf and
+    # reported the wrong information (114.8 for 226.8) as *converged*; elsewhere it took
+    # 13-14 bisection trips. Now the closed-form start is exact (no trip) and the
+    # implicit-function tangent of alpha* is finite.
+    cases = [(0.0, 1.0, sh * 10.0**e, 10.0**e) for e in (40, 100, 150) for sh in (0.5, 3.0)]
+    arr = np.array(cases + [(m2, s2, m1, s1) for m1, s1, m2, s2 in cases])
+    P, Q = jd.Gaussian(arr[:, 0], arr[:, 1]), jd.Gaussian(arr[:, 2], arr[:, 3])
+    r = chernoff_jit()(P, Q)
+    assert bool(jnp.all(r.converged)) and int(jnp.max(r.iterations)) <= 2, r
+    for i, c in enumerate(arr):
+        info, a = mp_refs.chernoff(mp_refs.gau_log_bc_cf, *c)
+        assert _rel(r.information[i], float(info)) < 1e-13, (c, r.information[i], info)
+        assert _rel(r.alpha[i], float(a)) < 1e-12, (c, r.alpha[i], a)
+
+    # d alpha*/d log sigma2 and d alpha*/d mu2 (relative to sigma2) against central
+    # differences of the solver itself, for one pair of each ratio
+    def alpha(log_s, rel_shift):
+        s = jnp.exp(log_s)
+        return jd.chernoff(jd.Gaussian(0.0, 1.0), jd.Gaussian(rel_shift * s, s)).alpha
+
+    for e in (40, 100, 150):
+        x = (e * math.log(10.0), 0.5)
+        grads = jax.grad(alpha, argnums=(0, 1))(*x)
+        h = 1e-4
+        for k, g in enumerate(grads):
+            up = tuple(v + h * (j == k) for j, v in enumerate(x))
+            dn = tuple(v - h * (j == k) for j, v in enumerate(x))
+            fd = (float(alpha(*up)) - float(alpha(*dn))) / (2 * h)
+            np.testing.assert_allclose(float(g), fd, rtol=1e-6, err_msg=f"ratio 1e{e}, arg {k}")
 
 
 def test_overflowing_information_is_not_converged():

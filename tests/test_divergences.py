@@ -396,3 +396,83 @@ def test_density_with_smaller_support():
     assert float(r.alpha) == 0.0 and float(r.derivative) < 0
     np.testing.assert_allclose(r.information, np.log(2), rtol=1e-12)
     np.testing.assert_allclose(jd.tv(E, L), 0.5, rtol=1e-9)
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
+def test_gaussian_divergences_at_scale_ratios_beyond_float_range_of_their_square(dtype, rtol):
+    # Scale ratios past ~1e154 (float32 ~1.8e19), the narrow law as P and as Q, centres 0,
+    # 0.5 and 3 of the wide scale apart: s^2 overflowed (inf/inf, 0/0) and e^rho in the
+    # scale term of log C_a too. KL(wide || narrow) was nan (is inf: its true value ~r^2/2
+    # leaves the float range), TV nan (is 1 to rounding), Bhattacharyya inf, Rényi and
+    # Hellinger nan.
+    exps = (20, 25, 37) if dtype == np.float32 else (153, 155, 200, 300, 307)
+    cases = []
+    for e in exps:
+        for shift in (0.0, 0.5, 3.0):
+            cases += [(0.0, 1.0, shift * 10.0**e, 10.0**e), (shift * 10.0**e, 10.0**e, 0.0, 1.0)]
+    arr = np.asarray(cases, dtype)
+    P, Q = jd.Gaussian(arr[:, 0], arr[:, 1]), jd.Gaussian(arr[:, 2], arr[:, 3])
+    big = float(np.finfo(dtype).max)
+    with mp.workdps(60):
+        cf = [[mp_refs.gau_log_bc_cf(*map(float, c), a) for a in (0.5, 2.0)] for c in arr]
+        kl = [mp_refs.gau_kl(*map(float, c)) for c in arr]
+        want_kl = [float(k) if k < big else np.inf for k in kl]
+        want_bh = [float(-v[0]) for v in cf]
+        want_r2 = [float(v[1]) if mp.im(v[1]) == 0 else np.inf for v in cf]
+        want_h = [float(mp.sqrt(-mp.expm1(v[0]))) for v in cf]
+    assert np.isinf(want_kl).sum() > 5 and np.isinf(want_r2).sum() > 5
+    for name, got, want in (
+        ("kl", jd.kl(P, Q), want_kl),
+        ("bhattacharyya", jd.bhattacharyya(P, Q), want_bh),
+        ("renyi 1/2", jd.renyi(P, Q, 0.5), [2 * w for w in want_bh]),
+        ("renyi 2", jd.renyi(P, Q, 2.0), want_r2),
+        ("hellinger", jd.hellinger(P, Q), want_h),
+    ):
+        assert got.dtype == dtype, name
+        assert _rel(got, want).max() < rtol, (name, got, want)
+    tv = np.asarray(jd.tv(P, Q))
+    assert tv.dtype == dtype and np.all(tv == 1.0), tv  # 1 - TV < 1e-8 for every pair
+
+
+@pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
+def test_parameter_gradients_at_extreme_scale_ratios(family):
+    # Q 1e160 and 1e200 times wider or narrower than P, centred 0 or half its own scale
+    # away. JAX differentiates x/y as -x dy/y^2, and y^2 overflows (gradient 0, or 0 * inf
+    # = nan) for such scales although the derivative itself is ordinary: Laplace log C_a
+    # had d/d log mu2 0.45 for 0.25 (so Bhattacharyya, Rényi and the Chernoff information
+    # too), Laplace TV and every gradient at a narrow Q were nan, and so were Gaussian
+    # Rényi gradients (through the unused order-1 branch) and d alpha*/d theta.
+    cls = getattr(jd, family)
+    e = np.array([160.0, -160.0, 200.0, -200.0] * 2) * math.log(10.0)
+    rel = np.repeat([0.0, 0.5], 4)
+
+    def pair(log_s, log_shift):
+        s = jnp.exp(log_s)
+        return cls(0.0, 1.0), cls(rel * jnp.exp(log_shift) * s, s)
+
+    fns = {
+        "bhattacharyya": jd.bhattacharyya,
+        "renyi 1/2": lambda P, Q: jd.renyi(P, Q, 0.5),
+        "renyi 2": lambda P, Q: jd.renyi(P, Q, 2.0),
+        "tv": jd.tv,
+        "kl(Q, P)": lambda P, Q: jd.kl(Q, P),
+        "chernoff": lambda P, Q: jd.chernoff(P, Q).information,
+        "alpha*": lambda P, Q: jd.chernoff(P, Q).alpha,
+    }
+    h = 1e-5
+    x = (jnp.asarray(e), jnp.zeros_like(e))
+    for name, f in fns.items():
+        g = jax.jit(jax.grad(lambda *x, f=f: jnp.sum(f(*pair(*x))), argnums=(0, 1)))(*x)
+        for k in range(2):
+            dx = [jnp.zeros_like(e), jnp.zeros_like(e)]
+            dx[k] = jnp.full_like(e, h)
+            up = np.asarray(f(*pair(x[0] + dx[0], x[1] + dx[1])))
+            dn = np.asarray(f(*pair(x[0] - dx[0], x[1] - dx[1])))
+            with np.errstate(invalid="ignore"):  # inf - inf: Rényi 2 beyond convergence
+                fd = (up - dn) / (2 * h)
+            got = np.asarray(g[k])
+            # where the value itself is inf (Rényi 2 beyond its convergence), no check
+            ok = np.isfinite(fd)
+            assert np.all(np.isfinite(got[ok])), (name, k, got)
+            # central differences of values ~400 in log parameters: ~1e-9 absolute
+            np.testing.assert_allclose(got[ok], fd[ok], rtol=1e-6, atol=1e-8, err_msg=f"{name} {k}")

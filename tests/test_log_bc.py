@@ -289,6 +289,11 @@ def test_float32_accuracy():
             v32 = jd.log_bc(P32, Q32, jnp.float32(a))
             assert v32.dtype == jnp.float32
             assert _rel_err(v32, jd.log_bc(P64, Q64, a)).max() < 2e-6
+            # a Python scalar takes the pair's precision (it was a strong float64 under x64,
+            # which promoted the whole computation)
+            np.testing.assert_array_equal(jd.log_bc(P32, Q32, a), v32)
+        for order in (0.5, 2, 1):
+            assert jd.renyi(P32, Q32, order).dtype == jnp.float32, order
 
 
 @pytest.mark.parametrize(

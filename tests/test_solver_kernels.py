@@ -250,3 +250,30 @@ def test_packed_constants_unpack_exactly():
     for shape, dtype in (((n,), jnp.float32), ((), jnp.float64)):
         same, _ = _pack(consts, params, shape, dtype)
         assert same is consts
+
+
+@pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-14), (np.float32, 4e-7)])
+def test_mixture_gap_where_exp_rho_overflows(dtype, rtol):
+    # |rho| beyond log(max float) - 5 (Gaussian scale ratios past ~1e153, float32 ~1e18):
+    # a * expm1(rho) overflowed to inf (g = inf; 0 * inf = nan at a = 0). Weights 0 and 1,
+    # tiny weights on either side, Rényi orders above 1 (finite only for rho > 0).
+    lim = float(np.log(np.finfo(dtype).max))
+    rhos = np.concatenate([lim + np.array([-8.0, -5.5, -4.5, 0.0, 30.0]), [2 * lim]])
+    rhos = np.concatenate([rhos, -rhos])
+    tiny = 1e-300 if dtype == np.float64 else 1e-30
+    weights = (0.0, tiny, 1e-10, 0.3, 0.5, 0.7, 1 - 1e-7, 1.0, 1.5, 3.0)
+    a, rho = (np.asarray(v, dtype) for v in np.meshgrid(weights, rhos))
+    got = np.asarray(sp.mixture_gap(jnp.asarray(a), jnp.asarray(rho)))
+    with mp.workdps(60):
+        for g, ai, ri in zip(got.ravel(), a.ravel(), rho.ravel(), strict=True):
+            am, rm = mp.mpf(float(ai)), mp.mpf(float(ri))
+            if ai > 1 and ri < 0:  # 1 - a + a e^rho < 0: the Rényi integral diverges
+                assert not g >= 0, (ai, ri, g)
+                continue
+            # 1 - a + a e^rho in the form that keeps a tiny a, or a tiny e^rho, at 60 digits
+            inner = mp.log1p(am * mp.expm1(rm)) if ai <= 0.5 else mp.log((1 - am) + am * mp.exp(rm))
+            want = inner - am * rm
+            # relative, or absolute where the gap is ~0 (a in {0, 1} to rounding)
+            err = abs(g - want) / max(abs(want), mp.mpf(1e-30))
+            # the tiny weight with rho just past the cut leaves g ~ 14 from rho - 691 (cond ~50)
+            assert err <= rtol * (50 if ai == tiny else 1), (ai, ri, g, float(want))

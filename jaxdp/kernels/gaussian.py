@@ -33,11 +33,14 @@ def log_bc(P, Q, a):
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
     rho = 2.0 * sp.log_ratio(s2, s1)
-    var_a = a * s2 * s2 + (1.0 - a) * s1 * s1
+    # in units of the larger scale: s^2 and delta^2 overflow for scale ratios ~1e154+
+    m = jnp.maximum(s1, s2)
+    r1, r2, dn = sp.quotient(s1, m), sp.quotient(s2, m), sp.quotient(delta, m)
+    var_a = a * r2 * r2 + (1.0 - a) * r1 * r1
     converges = ~(var_a <= 0)  # only an issue for a > 1; NaN propagates
     safe_var = jnp.where(converges, var_a, 1.0)
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
-    value = -0.5 * gap - a * (1.0 - a) * delta * delta / (2.0 * safe_var)
+    value = -0.5 * gap - a * (1.0 - a) * dn * dn / (2.0 * safe_var)
     return jnp.where(converges, value, jnp.inf)
 
 
@@ -46,7 +49,8 @@ def kl(P, Q):
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
     rho = 2.0 * sp.log_ratio(s2, s1)
-    return 0.5 * sp.phi(-rho) + delta * delta / (2.0 * s2 * s2)
+    dn = sp.quotient(delta, s2)  # not delta^2/s2^2: s2^2 under/overflows for ratios ~1e154+
+    return 0.5 * sp.phi(-rho) + 0.5 * dn * dn
 
 
 def ndtr_diff(y, z, w):
@@ -90,7 +94,8 @@ def tv(P, Q):
     r = s1 / s2
     dn = delta / s2
     log_r = sp.log_ratio(s1, s2)
-    a = (s1 - s2) * (s1 + s2) / (s2 * s2)  # r^2 - 1
+    # r^2 - 1, without s2^2, which overflows for scale ratios ~1e154+ (inf/inf)
+    a = ((s1 - s2) / s2) * ((s1 + s2) / s2)
     c = dn * dn - 2.0 * log_r
     # (r^2 - 1) y^2 - 2 r dn y + c = 0, y = (x - mu1)/s1
     disc = jnp.maximum(dn * dn + 2.0 * a * log_r, 0.0)
@@ -138,10 +143,13 @@ def initial_alpha(consts):
     nearly coincide and the formula loses digits, which the solver's Newton polish restores.
     """
     sc, c, _ = consts
-    rho, k, phr = sc.rho, sc.k, sc.phr
+    # in units of m = a power of two >= max(1, K, c): A, B ~ K^2 and B^2 ~ K^4 overflow from
+    # scale ratios ~1e38 on (and c K from shifts ~sigma_2 at ratios ~1e100); exact scaling
+    s = sp.inverse_power_of_two(jnp.maximum(jnp.maximum(sc.k, c), 1.0))
+    rho, k, phr, c = sc.rho, sc.k * s, sc.phr * s, c * s
     qa = k * (0.5 * rho * k + c)
-    qb = 2.0 * c + k * (0.5 * k - phr)
-    qc = -0.5 * phr - c
+    qb = 2.0 * c * s + k * (0.5 * k - phr)
+    qc = (-0.5 * phr - c) * s
     disc = jnp.maximum(qb * qb - 4.0 * qa * qc, 0.0)
     q = -0.5 * (qb + jnp.where(qb < 0, -1.0, 1.0) * jnp.sqrt(disc))
     r_small = qc / q  # the root q/A runs off to infinity as A -> 0
@@ -157,15 +165,18 @@ def derivs(consts, a):
     :math:`a` (no transcendental per Newton step): :math:`T' = c(1 - a - ar)(1 - a + ar)/D^2`,
     :math:`T'' = -2cr^2/D^3`. Every factor is a sum of same-sign terms or a product of such.
     """
-    return _derivs(consts, a, 1.0 / ((1.0 - a) + a * consts[0].w))
+    return _derivs(consts, a, sp.quotient(1.0, (1.0 - a) + a * consts[0].w))
 
 
 def _derivs(consts, a, inv):
     sc, c, r = consts
     g1 = sp.mixture_gap_da(a, sc.rho, sc.k, sc.phr, sc.w, inv)
     g2 = -jnp.square(sc.k * inv)
-    t1 = c * sp.quadratic_factor(a, r) * inv * inv
-    t2 = -2.0 * c * sc.w * inv * inv * inv
+    # c * inv first: c ~ Delta^2 and r^2 ~ 1e200 (scale ratios ~1e100 with shifts ~sigma_2)
+    # overflow in c * r^2 while every factor formed with inv is ordinary
+    ci = c * inv
+    t1 = ci * (sp.quadratic_factor(a, r) * inv)
+    t2 = -2.0 * ci * (sc.w * inv) * inv
     return -0.5 * g1 - t1, -0.5 * g2 - t2
 
 

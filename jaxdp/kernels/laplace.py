@@ -36,14 +36,16 @@ def _shift_args(P, Q, a):
     r""":math:`\rho`, :math:`x` and :math:`\psi(d)`, :math:`1 - \psi(d)` (module docstring)."""
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
-    l1 = a / b1 * delta
-    l2 = (1.0 - a) / b2 * delta
+    # quotients whose derivatives do not square the scales (sp.quotient): parameter
+    # gradients stay finite and right for scale ratios beyond ~1e154
+    l1 = sp.quotient(a, b1) * delta
+    l2 = sp.quotient(1.0 - a, b2) * delta
     # x = min(l1, l2), d = |l1 - l2|, written with one branch choice so that derivatives
     # with respect to the parameters stay consistent at the tie l1 = l2 (where the
     # symmetric optimum of equal-scale pairs sits); min/abs would drop a term there.
     left = l1 <= l2
     x = jnp.where(left, l1, l2)
-    diff = ((1.0 - a) * b1 - a * b2) / (b1 * b2) * delta  # l2 - l1
+    diff = sp.quotient((1.0 - a) * b1 - a * b2, b1 * b2) * delta  # l2 - l1
     d = jnp.where(left, diff, -diff)
     return sp.log_ratio(b2, b1), x, sp.psi(d), sp.one_minus_psi(d)
 
@@ -80,7 +82,7 @@ def kl(P, Q):
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
     rho = sp.log_ratio(b2, b1)
-    return sp.phi(-rho) + b1 / b2 * sp.phi(-delta / b1)
+    return sp.phi(-rho) + sp.quotient(b1, b2) * sp.phi(-sp.quotient(delta, b1))
 
 
 def _difference(x, y, t1, t2, den):
@@ -88,7 +90,7 @@ def _difference(x, y, t1, t2, den):
     The first loses digits when the two standardized offsets are close (nearly identical
     pairs), the second when one scale is far narrower than the other."""
     direct = (jnp.abs(x) + jnp.abs(y)) * den <= jnp.abs(t1) + jnp.abs(t2)
-    return jnp.where(direct, x - y, (t1 + t2) / den)
+    return jnp.where(direct, x - y, sp.quotient(t1 + t2, den))
 
 
 def _cdf_diff(z1, z2, d, b1, b2):
@@ -97,7 +99,7 @@ def _cdf_diff(z1, z2, d, b1, b2):
     location much wider than its scale allows (float32: |m| / b ~ 1e5) keeps its digits."""
     below = (z1 <= 0) & (z2 <= 0)
     above = (z1 >= 0) & (z2 >= 0)
-    u1, u2 = -z1 / b1, -z2 / b2
+    u1, u2 = sp.quotient(-z1, b1), sp.quotient(-z2, b2)
     du = _difference(u2, u1, d * b1, z1 * (b2 - b1), b1 * b2)  # u2 - u1
     # (offsets zeroed off their region: exp(-u) grows without bound there, and inf * 0 in a
     # branch that jnp.where drops still poisons the gradient)
@@ -108,7 +110,9 @@ def _cdf_diff(z1, z2, d, b1, b2):
     ua1, ua2 = jnp.where(above, u1, 0.0), jnp.where(above, u2, 0.0)
     d_above = 0.5 * sp.exp_diff(ua2, ua1, jnp.where(above, du, 0.0))
     # between: sign * (1 - (e^{-|z1|/b1} + e^{-|z2|/b2})/2)
-    mid = -0.5 * (jnp.expm1(-jnp.abs(z1) / b1) + jnp.expm1(-jnp.abs(z2) / b2))
+    mid = -0.5 * (
+        jnp.expm1(sp.quotient(-jnp.abs(z1), b1)) + jnp.expm1(sp.quotient(-jnp.abs(z2), b2))
+    )
     d_mid = jnp.where(d >= 0, mid, -mid)
     return jnp.where(below, d_below, jnp.where(above, d_above, d_mid))
 
@@ -134,11 +138,11 @@ def tv(P, Q):
         (jnp.where(forward, 1.0, -1.0), jnp.where(forward, -1.0, 1.0)),
         (1.0, 1.0),
     ):
-        slope = -s1 / b1 + s2 / b2
+        slope = sp.quotient(-s1, b1) + sp.quotient(s2, b2)
         ok = slope != 0
         safe = jnp.where(ok, slope, 1.0)
-        z1 = (s2 * d / b2 - rho) / safe
-        z2 = (s1 * d / b1 - rho) / safe
+        z1 = sp.quotient(sp.quotient(s2 * d, b2) - rho, safe)
+        z2 = sp.quotient(sp.quotient(s1 * d, b1) - rho, safe)
         on_piece = ((z1 > 0) == (s1 > 0)) & ((z2 > 0) == (s2 > 0))
         valid = ok & on_piece & jnp.isfinite(z1) & jnp.isfinite(z2)
         z1 = jnp.where(valid, z1, 0.0)
@@ -161,7 +165,11 @@ def derivs_setup(P, Q):
     constants of :math:`\rho = \log(b_2/b_1)` (:class:`~jaxdp._special.ScaleConsts`),
     :math:`\Delta/b_1` and :math:`\Delta/b_2`."""
     delta = jnp.abs(Q.loc - P.loc)
-    return sp.scale_consts(Q.scale, P.scale), delta / P.scale, delta / Q.scale
+    return (
+        sp.scale_consts(Q.scale, P.scale),
+        sp.quotient(delta, P.scale),
+        sp.quotient(delta, Q.scale),
+    )
 
 
 def initial_alpha(consts):
@@ -217,7 +225,7 @@ def derivs(consts, a):
 
 def _inv_den(consts, a):
     """:math:`1/(1 + aK)`, formed as ``1/((1 - a) + a e^rho)`` (see mixture_gap_da)."""
-    return 1.0 / ((1.0 - a) + a * consts[0].w)
+    return sp.quotient(1.0, (1.0 - a) + a * consts[0].w)
 
 
 def _derivs(consts, a, terms, inv_den):
