@@ -48,7 +48,7 @@ from jax import lax
 
 from jaxdp import _jit
 from jaxdp import _special as sp
-from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc, standardize
+from jaxdp.coefficient import check_pair, group_product, kernel_for, raw_log_bc, standardize
 from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
 __all__ = ["ChernoffResult", "chernoff"]
@@ -637,6 +637,7 @@ def _chernoff_dispatch(P, Q, method, max_steps):
 
 
 def _chernoff(P, Q, method, max_steps):
+    P, Q = group_product(P, Q)  # one kernel per family of a product's components
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     Ps, Qs = lax.stop_gradient(P), lax.stop_gradient(Q)

@@ -22,7 +22,14 @@ from jaxdp.distributions import (
     Laplace,
     Product,
 )
-from jaxdp.kernels import categorical, discrete_laplace, gaussian, laplace, quadrature
+from jaxdp.kernels import (
+    categorical,
+    discrete_laplace,
+    gaussian,
+    laplace,
+    quadrature,
+    stacked,
+)
 
 _CLOSED_FORMS = {
     (Laplace, Laplace): laplace,
@@ -40,6 +47,8 @@ def kernel_for(P: Distribution, Q: Distribution):
     key = (type(P), type(Q))
     if key in _CLOSED_FORMS:
         return _CLOSED_FORMS[key]
+    if isinstance(P, stacked.Stack) and isinstance(Q, stacked.Stack):
+        return stacked.kernel(kernel_for(P.base, Q.base), P.weights, len(P.batch_shape))
     if P.support_kind == "continuous" and Q.support_kind == "continuous":
         return quadrature
     raise TypeError(
@@ -72,6 +81,47 @@ def standardize(P: Distribution, Q: Distribution):
     Ps = jax.tree_util.tree_unflatten(p_def, [jnp.zeros_like(P.loc), P.scale * inv_c])
     Qs = jax.tree_util.tree_unflatten(q_def, [(Q.loc - P.loc) * inv_c, Q.scale * inv_c])
     return Ps, Qs
+
+
+_STACKABLE = (Laplace, Gaussian, DiscreteLaplace)
+
+
+def group_product(P: Distribution, Q: Distribution):
+    """A Product pair with its components of one scalar-parameter family (Laplace, Gaussian,
+    discrete Laplace) stacked into one :class:`~jaxdp.kernels.stacked.Stack` each, standardized
+    and broadcast to the pair's batch shape: one copy of each family's kernel in a compiled
+    program instead of one per component (compile time flat in the number of components).
+    Other pairs, and products without two components of a family, are returned as they are.
+    """
+    if not isinstance(P, Product):
+        return P, Q
+    groups: dict = {}
+    for i, (p, q) in enumerate(zip(P.components, Q.components, strict=True)):
+        same = type(p) is type(q) and isinstance(p, _STACKABLE)
+        groups.setdefault((type(p), type(q)) if same else i, []).append(i)
+    if all(len(idx) == 1 for idx in groups.values()):
+        return P, Q
+    shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
+
+    def stack(ds):
+        return jax.tree_util.tree_map(
+            lambda *xs: jnp.stack([jnp.broadcast_to(x, shape) for x in xs]), *ds
+        )
+
+    Pc, Qc, counts = [], [], []
+    for idx in groups.values():
+        if len(idx) == 1:
+            (i,) = idx
+            Pc.append(P.components[i])
+            Qc.append(Q.components[i])
+            counts.append(P.counts[i])
+            continue
+        ps, qs = zip(*(standardize(P.components[i], Q.components[i]) for i in idx), strict=True)
+        weights = tuple(P.counts[i] for i in idx)
+        Pc.append(stacked.Stack(stack(ps), weights))
+        Qc.append(stacked.Stack(stack(qs), weights))
+        counts.append(1)
+    return Product._of(Pc, counts), Product._of(Qc, counts)
 
 
 def check_pair(P: Distribution, Q: Distribution, *extra_shapes) -> None:
@@ -108,6 +158,7 @@ def raw_log_bc(P, Q, alpha, *, unit=False):
     quadrature path, the rule without the integrand's peaks as breakpoints).
     """
     if isinstance(P, Product):
+        P, Q = group_product(P, Q)
         total = 0.0
         for (p, n), q in zip(P._items(), Q.components, strict=True):
             total = total + n * raw_log_bc(p, q, alpha, unit=unit)

@@ -346,6 +346,13 @@ class Product(Distribution):
         obj._set(components=(dist,), counts=(int(n),))
         return obj
 
+    @classmethod
+    def _of(cls, components, counts) -> Product:
+        """Components with their counts, unvalidated (for the library's own rewrites)."""
+        obj = object.__new__(cls)
+        obj._set(components=tuple(components), counts=tuple(int(n) for n in counts))
+        return obj
+
     @property
     def batch_shape(self) -> tuple[int, ...]:
         return tuple(np.broadcast_shapes(*(c.batch_shape for c in self.components)))
