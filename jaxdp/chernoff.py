@@ -309,7 +309,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         return stack_state([x, lo, hi, status, g, h])
 
     def finish(state):
-        alpha, _, _, status, *carried = unstack_state(state)
+        alpha, lo, hi, status, *carried = unstack_state(state)
         if one_pass:
             value, d1, d2, _ = _value_derivs(P, Q, consts, alpha)  # d3: dead, dropped
             g, h = -d1, -d2
@@ -318,8 +318,17 @@ def _newton(P, Q, shape, dtype, max_steps):
             (value,), (g, h) = sp.stored(alpha, raw_log_bc(P, Q, alpha, unit=True)), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
-        # (an overflowed f'' certifies nothing: |f'| <= inf held for f' = inf too)
-        certified = (jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)) & (jnp.abs(h) < jnp.inf)
+        # (an overflowed f'' certifies nothing: |f'| <= inf held for f' = inf too; f' = 0
+        # exactly needs no f'': discrete Laplace at eps > ~1e154, whose f'' overflows, at
+        # its symmetric optimum 1/2)
+        certified = ((jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)) & (jnp.abs(h) < jnp.inf)) | (g == 0)
+        # Or the bracket certifies: collapsed to a few ulp around alpha (f' changes sign in
+        # it, f concave), and |f'| times its width, a bound on the value's error, is ulp-sized
+        # relative to the value. A maximum that is a kink at float resolution (discrete
+        # Laplace at eps ~1e100: f' jumps from -1/b2 to 1/b1 within e^(-1/b) of alpha*)
+        # passes this one, never the derivative test.
+        width = hi - lo
+        certified |= (width <= 4 * eps) & (jnp.abs(g) * width <= 16 * eps * jnp.abs(value))
         at_end = at0 | at1 | jnp.isnan(g)
         iterations = jnp.maximum(evals - 1, 0).astype(jnp.int32)
         return _Solve(alpha, value, g, certified, done, at_end, iterations)

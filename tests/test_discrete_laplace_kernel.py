@@ -368,3 +368,22 @@ def test_renyi_orders_above_one_vs_mpmath():
         - float(jd.renyi(jd.DiscreteLaplace(0, 1.0), jd.DiscreteLaplace(1, 1.3 - h), 2.0))
     ) / (2 * h)
     assert abs(float(g(1.3)) - fd) <= 1e-8 * abs(fd)
+
+
+def test_chernoff_converges_at_huge_epsilon():
+    # eps = 1/b from 1e20 to 1e300: f' jumps from -1/b2 to 1/b1 within ~e^(-1/b) of alpha*
+    # (a kink at float resolution), so f' is never small next to f'' there, and from
+    # eps ~1e154 on f'' overflows. The solver's answer was right but converged=False
+    # (distinct scales after 50 bisections; equal scales at the exact start 1/2, f' = 0).
+    # Now the collapsed bracket certifies (f' changes sign within a few ulp and |f'| times
+    # the width is ulp-sized relative to the value), and f' = 0 exactly does too.
+    b = np.array([1e-20, 1e-100, 1e-160, 1e-300])
+    b2 = np.concatenate([b, 2 * b])
+    D = jd.DiscreteLaplace
+    r = jd.chernoff(D(0.0, np.concatenate([b, b])), D(1.0, b2))
+    assert bool(jnp.all(r.converged)), r
+    for i, (s1, s2) in enumerate(zip(np.concatenate([b, b]), b2, strict=True)):
+        with mp.workdps(50):
+            info, a = mp_refs.chernoff(lambda t, s1=s1, s2=s2: _mp_log_c(0, s1, 1, s2, t))
+        assert _rel(r.information[i], float(info)) < 1e-14, (s1, s2, r.information[i], info)
+        assert abs(float(r.alpha[i]) - float(a)) < 4e-15, (s1, s2, r.alpha[i], a)
