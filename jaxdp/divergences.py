@@ -12,7 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _jit
-from jaxdp.coefficient import check_pair, kernel_for, raw_log_bc, standardize
+from jaxdp.coefficient import check_pair, group_product, kernel_for, raw_log_bc, standardize
 from jaxdp.distributions import Categorical, Distribution, Product
 
 __all__ = ["bhattacharyya", "hellinger", "kl", "renyi", "tv"]
@@ -32,6 +32,7 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
 @_jit.jit
 def _kl(P, Q):
     if isinstance(P, Product):
+        P, Q = group_product(P, Q)  # one kernel per family (jaxdp.kernels.stacked)
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
     return kernel_for(P, Q).kl(*standardize(P, Q))
 

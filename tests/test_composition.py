@@ -82,6 +82,21 @@ def test_products_with_several_components_of_a_family_vs_mpmath():
         np.testing.assert_allclose(r.information[i], float(info), rtol=1e-13)
         np.testing.assert_allclose(r.alpha[i], float(a), rtol=1e-11)
 
+    # KL is additive too, and stacked the same way
+    with mp.workdps(30):
+        fixed = (
+            mp_refs.lap_kl(0, 2, 0.3, 0.5)
+            + mp_refs.gau_kl(0, 1, 1, 2)
+            + mp_refs.lap_kl(-1, 1, 2, 1)
+            + mp_refs.gau_kl(0, 1, 0.5, 1)
+            + mp_refs.dl_kl_tv(0, 2, 1, 2)[0]
+            + mp.mpf(0.2) * mp.log(mp.mpf(0.2) / mp.mpf(0.6))
+            + mp.mpf(0.8) * mp.log(mp.mpf(0.8) / mp.mpf(0.4))
+            + mp_refs.dl_kl_tv(0, 1, 2, 3)[0]
+        )
+        want = [float(fixed + mp_refs.lap_kl(loc, 1, 1, 1.5)) for loc in (0.0, 0.5)]
+    np.testing.assert_allclose(jd.kl(P, Q), want, rtol=1e-13)
+
     # gradients flow back through the stacks to every component's parameters (Laplace and
     # Gaussian pairs only: a discrete Laplace gradient alone compiles for ~8 s)
     Pg, Qg = (jd.Product(*(d.components[i] for i in range(1, 5))) for d in (P, Q))
