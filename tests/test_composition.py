@@ -127,3 +127,16 @@ def test_products_compile_one_kernel_per_family():
         return text.count(" fusion(")
 
     assert n_kernels(8) == n_kernels(2)
+
+
+def test_stacked_products_broadcast_alpha_like_their_components():
+    # a 2-D batch (components of shapes (2, 3) and (3,)) with alpha of fewer axes: the stack
+    # axis was inserted at a negative position that did not exist (ValueError for a scalar)
+    L = jd.Laplace
+    P = jd.Product(L(jnp.zeros((2, 3)), 1.0), L(0.0, 2.0))
+    Q = jd.Product(L(1.0, 1.5), L(0.3, jnp.full((3,), 0.5)))
+    for a in (0.3, jnp.asarray([0.1, 0.2, 0.3]), jnp.full((2, 3), 0.4)):
+        want = sum(jd.log_bc(p, q, a) for p, q in zip(P.components, Q.components, strict=True))
+        got = jd.log_bc(P, Q, a)
+        assert got.shape == (2, 3)
+        np.testing.assert_allclose(got, want, rtol=1e-15)

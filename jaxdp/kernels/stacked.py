@@ -73,9 +73,11 @@ class _StackKernel:
         return jnp.sum(self.weights.astype(x.dtype) * x, axis=x.ndim - self.nb - 1)
 
     def _call(self, fn, args, a):
-        # alpha broadcasts over the batch and may carry leading axes of its own (the two end
-        # points): a new axis in front of its batch axes meets the stack axis
+        # alpha broadcasts over the batch (it may have fewer axes) and may carry leading axes
+        # of its own (the two end points): a new axis in front of its batch axes meets the
+        # stack axis
         a = jnp.asarray(a)
+        a = a.reshape((1,) * (self.nb - a.ndim) + a.shape)
         out = fn(*args, jnp.expand_dims(a, a.ndim - self.nb))
         if isinstance(out, tuple):
             return tuple(None if x is None else self._sum(x) for x in out)
