@@ -83,30 +83,44 @@ def standardize(P: Distribution, Q: Distribution):
     return Ps, Qs
 
 
-_STACKABLE = (Laplace, Gaussian, DiscreteLaplace)
+_STACKABLE = (Laplace, Gaussian, DiscreteLaplace, Categorical)
+
+
+def _event_shapes(d: Distribution):
+    """The shapes of ``d``'s parameters behind its batch axes (categories, or none)."""
+    nb = len(d.batch_shape)
+    return tuple(x.shape[nb:] for x in jax.tree_util.tree_leaves(d))
 
 
 def group_product(P: Distribution, Q: Distribution):
-    """A Product pair with its components of one scalar-parameter family (Laplace, Gaussian,
-    discrete Laplace) stacked into one :class:`~jaxdp.kernels.stacked.Stack` each, standardized
-    and broadcast to the pair's batch shape: one copy of each family's kernel in a compiled
-    program instead of one per component (compile time flat in the number of components).
-    Other pairs, and products without two components of a family, are returned as they are.
+    """A Product pair with its components of one family (Laplace, Gaussian, discrete Laplace,
+    categorical with one number of categories) stacked into one
+    :class:`~jaxdp.kernels.stacked.Stack` each, standardized and broadcast to the pair's batch
+    shape: one copy of each family's kernel in a compiled program instead of one per
+    component (compile time flat in the number of components). Other pairs, and products
+    without two components of a family, are returned as they are.
     """
     if not isinstance(P, Product):
         return P, Q
     groups: dict = {}
     for i, (p, q) in enumerate(zip(P.components, Q.components, strict=True)):
         same = type(p) is type(q) and isinstance(p, _STACKABLE)
-        groups.setdefault((type(p), type(q)) if same else i, []).append(i)
+        key = (type(p), _event_shapes(p), _event_shapes(q)) if same else i
+        groups.setdefault(key, []).append(i)
     if all(len(idx) == 1 for idx in groups.values()):
         return P, Q
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
 
     def stack(ds):
-        return jax.tree_util.tree_map(
-            lambda *xs: jnp.stack([jnp.broadcast_to(x, shape) for x in xs]), *ds
-        )
+        cols = zip(*(jax.tree_util.tree_leaves(d) for d in ds), strict=True)
+        nbs = [len(d.batch_shape) for d in ds]
+        leaves = [
+            jnp.stack(
+                [jnp.broadcast_to(x, shape + x.shape[n:]) for x, n in zip(xs, nbs, strict=True)]
+            )
+            for xs in cols
+        ]
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(ds[0]), leaves)
 
     Pc, Qc, counts = [], [], []
     for idx in groups.values():

@@ -135,8 +135,46 @@ def test_stacked_products_broadcast_alpha_like_their_components():
     L = jd.Laplace
     P = jd.Product(L(jnp.zeros((2, 3)), 1.0), L(0.0, 2.0))
     Q = jd.Product(L(1.0, 1.5), L(0.3, jnp.full((3,), 0.5)))
-    for a in (0.3, jnp.asarray([0.1, 0.2, 0.3]), jnp.full((2, 3), 0.4)):
+    for a in (0.3, jnp.asarray([0.1, 0.2, 0.3])):
         want = sum(jd.log_bc(p, q, a) for p, q in zip(P.components, Q.components, strict=True))
         got = jd.log_bc(P, Q, a)
         assert got.shape == (2, 3)
         np.testing.assert_allclose(got, want, rtol=1e-15)
+
+
+def test_categorical_components_stack_by_number_of_categories():
+    # randomized response pairs (two categories) and three-category pairs in one product,
+    # a batch of 2 on one component: two stacks, one per number of categories
+    rr = [jd.mechanisms.randomized_response(e) for e in (0.5, 1.0, 2.0)]
+    p3 = jnp.asarray([[0.2, 0.3, 0.5], [0.1, 0.1, 0.8]])
+    three = [
+        (jd.Categorical(p3), jd.Categorical(jnp.asarray([0.5, 0.3, 0.2]))),
+        (
+            jd.Categorical(jnp.asarray([0.6, 0.3, 0.1])),
+            jd.Categorical(jnp.asarray([0.3, 0.3, 0.4])),
+        ),
+    ]
+    pairs = rr + three
+    r = jd.compose(pairs)
+    assert r.exact.shape == (2,)
+
+    def total(i, a):
+        t = mp.mpf(0)
+        for P, Q in pairs:
+            p, q = np.asarray(P.probs), np.asarray(Q.probs)
+            p = p[i] if p.ndim == 2 else p
+            t += mp_refs.cat_log_bc(list(p), list(q), a)
+        return t
+
+    for i in range(2):
+        info, a = mp_refs.maximise(lambda t, i=i: -total(i, t))
+        np.testing.assert_allclose(r.exact[i], float(info), rtol=1e-13)
+        np.testing.assert_allclose(r.alpha[i], float(a), rtol=1e-11)
+
+    def n_kernels(k):
+        pairs = [jd.mechanisms.randomized_response(0.5 + 0.1 * i) for i in range(k)]
+        ps, qs = zip(*pairs, strict=True)
+        text = jax.jit(jd.chernoff).lower(jd.Product(*ps), jd.Product(*qs)).compile().as_text()
+        return text.count(" fusion(")
+
+    assert n_kernels(8) == n_kernels(2)

@@ -5,9 +5,10 @@ Additivity over products (DESIGN §4),
 product's kernel a sum over its components. Summed one component at a time, every
 component puts its own copy of its family's kernel into the compiled program, and XLA:CPU
 pays for each (~0.2 s of compile time per component: the composition of 16 distinct Laplace
-pairs compiled in 4.7 s, of one pair in 2.0 s). Components of one scalar-parameter family
-(Laplace, Gaussian, discrete Laplace) are instead stacked into a :class:`Stack`: one
-distribution of that family whose parameters carry the components on a leading axis, whose
+pairs compiled in 4.7 s, of one pair in 2.0 s). Components of one family (Laplace, Gaussian,
+discrete Laplace, categorical with one number of categories) are instead stacked into a
+:class:`Stack`: one distribution of that family whose parameters carry the components on a
+leading axis (in front of the batch axes; the categories stay last), whose
 kernel (:func:`kernel`) evaluates the family's kernel once over that axis and sums it with
 the counts as weights. :func:`jaxdp.coefficient.group_product` builds the stacks.
 
