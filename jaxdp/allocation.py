@@ -311,8 +311,8 @@ def allocate_budget(
     with the best split of that bound. One jitted program per (mechanism, ``m``); the
     composed pair is a :class:`jaxdp.Product` of ``m`` components of one family, which the
     solver stacks and sums with one copy of the family's kernel
-    (:mod:`jaxdp.kernels.stacked`), so compile time hardly grows with ``m`` (Gaussian, one
-    CPU core, first call: ~8 s for ``m = 4`` and ``m = 8``; 15.5 and 26.8 s before).
+    (:mod:`jaxdp.kernels.stacked`), so compile time hardly grows with ``m`` (an ad hoc
+    timing of the first call, Gaussian, one CPU core: ~8 s for ``m = 4`` and ``m = 8``).
 
     Args:
       budget: :math:`\varepsilon > 0` (nats), a scalar.
