@@ -18,9 +18,17 @@ def is_concrete(*xs) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(xs))
 
 
-def as_inexact(*xs):
-    """Promote arrays once, jointly, to a common inexact dtype (weak types preserved)."""
+def as_inexact(*xs, names=None):
+    """Promote arrays once, jointly, to a common inexact dtype (weak types preserved).
+
+    Raises:
+      TypeError: an argument is complex (named by ``names``, one per argument, if given).
+    """
     arrays = [jnp.asarray(x) for x in xs]
+    for i, x in enumerate(arrays):
+        if jnp.issubdtype(x.dtype, jnp.complexfloating):
+            name = names[i] if names else "parameters"
+            raise TypeError(f"{name} must be real numbers, got a {x.dtype} array")
     dtype = jnp.result_type(*arrays, float)
     return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
 

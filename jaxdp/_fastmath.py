@@ -16,8 +16,10 @@ with ``R`` the 7-term minimax polynomial ``Lg1..Lg7`` and ``ln 2`` split into a 
 The fast path is used only for non-weak float64 inputs and only when lowering for CPU
 (``lax.platform_dependent``, resolved at lowering: no runtime branch); other dtypes, Python
 scalars and other platforms call ``jnp.log`` / ``jnp.log1p``, which are already vectorized
-there. Special values and derivatives (``custom_jvp``, any order) are those of ``jnp.log`` /
-``jnp.log1p``, except that subnormal inputs, which XLA:CPU flushes to zero (``jnp.log`` gives
+there. Special values are those of ``jnp.log`` / ``jnp.log1p`` and so are derivatives
+(``custom_jvp``, any order; the tangent is ``t * quotient(1, x)``
+(:func:`jaxdp._quotient.quotient`), whose own derivatives do not square ``x``, for every
+dtype), except that subnormal inputs, which XLA:CPU flushes to zero (``jnp.log`` gives
 ``-inf``), get their exact logarithm (``nan`` if negative), as in numpy.
 """
 
@@ -26,6 +28,8 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
+
+from jaxdp._quotient import quotient
 
 __all__ = ["log", "log1p"]
 
@@ -114,7 +118,7 @@ def _log64(x):
 @_log64.defjvp
 def _log64_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return _log64(x), t / x
+    return _log64(x), t * quotient(1.0, x)
 
 
 @jax.custom_jvp
@@ -125,7 +129,32 @@ def _log1p64(x):
 @_log1p64.defjvp
 def _log1p64_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
-    return _log1p64(x), t / (1.0 + x)
+    return _log1p64(x), t * quotient(1.0, 1.0 + x)
+
+
+# jnp.log/jnp.log1p with the same derivative rules: JAX's own differentiate t/x again as
+# -t dx/x^2, whose x^2 leaves the float range for |x| beyond ~1e154 (second derivatives of
+# the Chernoff information at scale ratios ~1e100 came out wrong by 10x)
+@jax.custom_jvp
+def _log_any(x):
+    return jnp.log(x)
+
+
+@_log_any.defjvp
+def _log_any_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _log_any(x), t * quotient(1.0, x)
+
+
+@jax.custom_jvp
+def _log1p_any(x):
+    return jnp.log1p(x)
+
+
+@_log1p_any.defjvp
+def _log1p_any_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _log1p_any(x), t * quotient(1.0, 1.0 + x)
 
 
 def _fast(x):
@@ -146,7 +175,7 @@ def log(x):
         :math:`\log x`, same shape and dtype as ``jnp.log(x)``.
     """
     x = jnp.asarray(x)
-    return _log64(x) if _fast(x) else jnp.log(x)
+    return _log64(x) if _fast(x) else _log_any(x)
 
 
 def log1p(x):
@@ -165,4 +194,4 @@ def log1p(x):
         :math:`\log(1 + x)`, same shape and dtype as ``jnp.log1p(x)``.
     """
     x = jnp.asarray(x)
-    return _log1p64(x) if _fast(x) else jnp.log1p(x)
+    return _log1p64(x) if _fast(x) else _log1p_any(x)

@@ -20,6 +20,7 @@ import numpy as np
 from jax import lax
 
 from jaxdp import _fastmath as fm
+from jaxdp._quotient import quotient
 
 # Taylor coefficients of (e^x - 1 - x) / x^2 = sum_{n>=0} x^n / (n+2)!  (18 terms: |x| <= 1
 # truncation below 1e-17 relative).
@@ -64,21 +65,14 @@ def horner(coeffs, x, xmax=1.0):
     return acc
 
 
-@jax.custom_jvp
-def quotient(x, y):
-    r""":math:`x / y` whose derivative is formed as :math:`(\dot x - q\,\dot y)/y` with
-    :math:`q = x/y`, not JAX's :math:`-x\dot y/y^2`, whose :math:`y^2` overflows (a zero
-    gradient) or underflows (``inf``) for ``y`` beyond ~1e154 or below ~1e-154 (scale
-    ratios of Gaussian pairs) while the quotient and its derivative are ordinary."""
-    return x / y
-
-
-@quotient.defjvp
-def _quotient_jvp(primals, tangents):
-    x, y = primals
-    dx, dy = tangents
-    q = x / y
-    return q, (dx - q * dy) / y
+def sqrt_weight(w):
+    r""":math:`\sqrt{w}` of a weight :math:`w \ge 0`, with derivative 0 (not ``inf``) at
+    :math:`w = 0`. For sums of squares :math:`(\sqrt{w}\,x)^2 = w x^2`, written so to avoid
+    overflowing :math:`x^2`: their derivative is finite, and ``inf * 0`` from the root at a
+    zero weight would make second derivatives (Hessians, the derivative of
+    :math:`d\alpha^*/d\theta`) ``nan``."""
+    pos = w > 0
+    return jnp.where(pos, jnp.sqrt(jnp.where(pos, w, 1.0)), 0.0)
 
 
 def phi(x):
@@ -197,7 +191,10 @@ def mixture_gap(a, rho):
     offset = jnp.where(small, 0.0, jnp.where(low, -a * rl, (1.0 - a) * rl))
     # a single log1p on the selected argument (log1p dominates the cost)
     gap = fm.log1p(jnp.where(small, series_arg, large_arg)) + offset
-    return jnp.where(huge, _mixture_gap_huge(a, jnp.where(huge, rho, 1e3)), gap)
+    # the unused branch at a = 1/2: at a = 0 or 1 its log of a zero weight would turn the
+    # zero cotangent of the discarded value into inf * 0 = nan (reverse mode)
+    hr = _mixture_gap_huge(jnp.where(huge, a, 0.5), jnp.where(huge, rho, 1e3))
+    return jnp.where(huge, hr, gap)
 
 
 def _mixture_gap_huge(a, rho):

@@ -445,7 +445,7 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
     # L-BFGS is not expected to reach a Newton-sized step; certify |f'| <= 1e-6 instead
     certified = jnp.abs(g) <= 1e-6
     done = jnp.ones(shape, bool)
-    at_end = at0 | at1 | jnp.isnan(d0 + d1)
+    at_end = at0 | at1 | jnp.isnan(g)  # as in _newton (pairs with no end point: d0 + d1 = nan)
     return _Solve(a, value, g, certified, done, at_end, jnp.full(shape, it, jnp.int32))
 
 
@@ -522,8 +522,11 @@ def _envelope(value, a_star, P, Q):
 def _envelope_jvp(primals, tangents):
     value, a_star, P, Q = primals
     _, _, tP, tQ = tangents
-    a_star = lax.stop_gradient(a_star)
-    _, t = jax.jvp(lambda P, Q: raw_log_bc(P, Q, a_star, unit=True), (P, Q), (tP, tQ))
+    # alpha* as the differentiable function of the parameters (the identity here): the
+    # tangent's own derivative then has the term d^2 f/(d theta d alpha) d alpha*/d theta,
+    # so second and higher derivatives are exact too, not only the gradient
+    a = _implicit_alpha(a_star, P, Q)
+    _, t = jax.jvp(lambda P, Q: raw_log_bc(P, Q, a, unit=True), (P, Q), (tP, tQ))
     return value, jnp.broadcast_to(t, value.shape).astype(value.dtype)
 
 
@@ -538,7 +541,10 @@ def _implicit_alpha_jvp(primals, tangents):
     # f'(a*, theta) = 0  =>  d a*/d theta = -(d f'/d theta) / f''(a*); zero at an end point.
     a_star, P, Q = primals
     _, tP, tQ = tangents
-    a_star = lax.stop_gradient(a_star)
+    # recursively the differentiable alpha*(theta) (identity at this order): derivatives of
+    # this tangent, i.e. second derivatives of alpha*, follow it (the solver's point is a
+    # constant to JAX)
+    a_star = _implicit_alpha(a_star, P, Q)
     a_eval, sign = a_star, 1.0
     swap = _swap_mask(lax.stop_gradient(P), lax.stop_gradient(Q))
     if swap is not None:
@@ -610,6 +616,9 @@ def _scalar_leaves(d) -> bool:
 def _chernoff_dispatch(P, Q, method, max_steps):
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     size = math.prod(shape)
+    if size == 0:  # an empty batch: nothing to solve (the solver reduces over the batch)
+        empty = jnp.zeros(shape, jnp.result_type(P.dtype, Q.dtype, float))
+        return ChernoffResult(empty, empty, empty, empty != 0, jnp.zeros(shape, jnp.int32))
     chunk_size = _cpu_chunk(P, Q)
     if not (
         jax.default_backend() == "cpu"

@@ -28,6 +28,7 @@ from typing import Any, ClassVar
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxdp import _checks
 from jaxdp import _fastmath as fm
@@ -84,8 +85,8 @@ class _LocScale(Distribution):
     scale: jax.Array
 
     def __init__(self, loc=0.0, scale=1.0):
-        loc, scale = _checks.as_inexact(loc, scale)
         name = type(self).__name__
+        loc, scale = _checks.as_inexact(loc, scale, names=(f"{name}: loc", f"{name}: scale"))
         _checks.check_finite(f"{name}: loc", loc)
         _checks.check_positive(f"{name}: scale", scale)
         _checks.check_normal(f"{name}: scale", scale)
@@ -150,6 +151,16 @@ class DiscreteLaplace(_LocScale):
         return logtanh(0.5 / self.scale) - jnp.abs(k - self.loc) / self.scale
 
 
+def _log_masses(probs):
+    """``log(probs)``, with tangent 0 (not ``0 * inf = nan``, which no mask downstream removes
+    from second derivatives) at zero masses: a double ``where`` keeps 0 away from the log.
+    Zero is read from the bits, as :func:`jaxdp._fastmath.log` reads subnormal masses
+    (float64 on CPU, where ``jnp.log`` sees them flushed to zero): 5e-324 is log 5e-324."""
+    uint = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[probs.dtype.itemsize]
+    zero = (lax.bitcast_convert_type(probs, uint) << 1) == 0  # +0.0 or -0.0
+    return jnp.where(zero, -jnp.inf, fm.log(jnp.where(zero, 1.0, probs)))
+
+
 class Categorical(Distribution):
     r"""A finite distribution; the last axis of ``probs`` is the support.
 
@@ -165,15 +176,13 @@ class Categorical(Distribution):
     log_probs: jax.Array
 
     def __init__(self, probs):
-        (probs,) = _checks.as_inexact(probs)
+        (probs,) = _checks.as_inexact(probs, names=("Categorical: probs",))
         self._validate(probs, "Categorical: probs")
-        # fm.log reads subnormal probabilities from their bits (float64 on CPU), where
-        # jnp.log sees them flushed to zero: 5e-324 is then log 5e-324, not -inf
-        self._set(log_probs=fm.log(probs))
+        self._set(log_probs=_log_masses(probs))
 
     @classmethod
     def from_log_probs(cls, log_probs) -> Categorical:
-        (lp,) = _checks.as_inexact(log_probs)
+        (lp,) = _checks.as_inexact(log_probs, names=("Categorical.from_log_probs: log_probs",))
         name = "Categorical.from_log_probs: log_probs"
         if _checks.is_concrete(lp):
             v = np.asarray(lp)
@@ -267,7 +276,8 @@ class Density(Distribution):
             if len(breakpoints)
             else jnp.zeros((0,))
         )
-        centre, scale = _checks.as_inexact(centre, scale)
+        names = ("Density: centre", "Density: scale")
+        centre, scale = _checks.as_inexact(centre, scale, names=names)
         _checks.check_positive("Density: scale", scale)
         _checks.check_normal("Density: scale", scale)
         _checks.check_finite("Density: centre", centre)
@@ -333,6 +343,13 @@ class Product(Distribution):
                 raise TypeError(
                     f"Product: component {i} must be a jaxdp distribution, got {type(c).__name__}"
                 )
+        shapes = [c.batch_shape for c in components]
+        try:
+            np.broadcast_shapes(*shapes)
+        except ValueError:
+            raise ValueError(
+                f"Product: the components' batch shapes {shapes} do not broadcast together"
+            ) from None
         self._set(components=tuple(components), counts=(1,) * len(components))
 
     @classmethod

@@ -169,7 +169,8 @@ def _x_minus_log1p(x: jax.Array) -> jax.Array:
         tail = 1 / (2 * j + 1) + v2 * tail
     series = xs * xs / (2 + xs) - 2 * v * v2 * tail
     xl = jnp.where(small, 1.0, x)
-    return jnp.where(small, series, xl - jnp.log1p(xl))
+    # x = inf: inf - log1p(inf) is nan; the difference is +inf
+    return jnp.where(small, series, jnp.where(xl == jnp.inf, jnp.inf, xl - jnp.log1p(xl)))
 
 
 def _expm1_minus_x(u: jax.Array) -> jax.Array:

@@ -267,6 +267,86 @@ def test_envelope_and_ift_gradients_vs_high_precision(cls, ref):
             assert abs(float(g_alpha[i]) - float(want_a)) < 1e-7 * max(1.0, abs(float(want_a)))
 
 
+@functools.cache
+def _hessians(cls):
+    """Jitted Hessians of (information, alpha) in x = (log b1, m2 / k) for the pair
+    (cls(0, e^x0), cls(k x1, b2)); ``k`` and ``b2`` are arguments, so one compile serves
+    ordinary and extreme pairs."""
+
+    def res(x, k, b2):
+        return jd.chernoff(cls(0.0, jnp.exp(x[0])), cls(x[1] * k, b2))
+
+    return jax.jit(jax.hessian(lambda x, k, b2: (res(x, k, b2).information, res(x, k, b2).alpha)))
+
+
+@pytest.mark.parametrize(
+    "cls, ref, b1, k, b2, tol_alpha",
+    [
+        (jd.Laplace, mp_refs.lap_log_bc_cf, 1.3, 1.0, 0.6, 1e-10),
+        (jd.Gaussian, mp_refs.gau_log_bc_cf, 1.3, 1.0, 0.6, 1e-10),
+        # scale ratios 1.5e100 and 6.5e169 (alpha* within ~2e-3 of an end point): the second
+        # derivative of alpha* loses digits to cancellation there (measured 1.5e-8, 4.8e-7)
+        (jd.Gaussian, mp_refs.gau_log_bc_cf, 2e100, 1e100, 1.3, 1e-7),
+        (jd.Laplace, mp_refs.lap_log_bc_cf, 2e-170, 1e-170, 1.3, 2e-6),
+    ],
+    ids=["laplace", "gaussian", "gaussian-ratio-1e100", "laplace-ratio-1e-170"],
+)
+def test_second_derivatives_vs_high_precision(cls, ref, b1, k, b2, tol_alpha):
+    # Second derivatives need d alpha*/d theta inside the envelope theorem's derivative
+    # (d^2 C = f_tt + f_ta alpha*'): without it the Laplace Hessian was 4.5% off. And the
+    # quotients and logarithms differentiate without squaring their divisors (at ratios
+    # ~1e100 the Hessian was 10x off, or nan).
+    x0 = (math.log(b1), 2.0 if k == 1.0 else 0.7)
+    h_info, h_alpha = _hessians(cls)(jnp.asarray(x0), k, b2)
+    with mp.workdps(60):
+        h = mp.mpf(10) ** -6
+        x = [mp.log(mp.mpf(b1)), mp.mpf(x0[1])]
+        vals = {}
+        for i in (-1, 0, 1):
+            for j in (-1, 0, 1):
+                args = (0, mp.exp(x[0] + i * h), (x[1] + j * h) * mp.mpf(k), b2)
+                vals[i, j] = mp_refs.chernoff(ref, *args)
+        for got, n, tol in ((h_info, 0, 1e-10), (h_alpha, 1, tol_alpha)):
+
+            def f(i, j, n=n):
+                return vals[i, j][n]
+
+            want = np.array(
+                [
+                    [
+                        f(1, 0) - 2 * f(0, 0) + f(-1, 0),
+                        (f(1, 1) - f(1, -1) - f(-1, 1) + f(-1, -1)) / 4,
+                    ],
+                    [0, f(0, 1) - 2 * f(0, 0) + f(0, -1)],
+                ],
+                dtype=object,
+            )
+            want[1, 0] = want[0, 1]
+            want = np.array([[float(w / h**2) for w in row] for row in want])
+            got = np.asarray(got)
+            assert np.abs(got - want).max() <= tol * np.abs(want).max(), (got, want)
+
+
+def test_second_derivative_of_alpha_with_zero_masses():
+    # A category of zero mass in both: log 0 differentiates as 0 * inf, and the root of a
+    # zero tilted weight in f'' = sum (sqrt(pi) (l - f'))^2 as inf * 0; either made the
+    # second derivative of alpha* nan (the same in the quadrature path's empty nodes)
+    q = jnp.array([0.35, 0.35, 0.3, 0.0])
+
+    def alpha(x):
+        p = jnp.stack([0.6 - x, 0.3 + x, 0.1, 0.0])
+        return jd.chernoff(jd.Categorical(p), jd.Categorical(q)).alpha
+
+    grad = jax.grad(alpha)
+    second = float(jax.jacfwd(grad)(0.1))
+    e = 1e-4
+    fd = (
+        4 * (grad(0.1 + e / 2) - grad(0.1 - e / 2)) / e - (grad(0.1 + e) - grad(0.1 - e)) / (2 * e)
+    ) / 3
+    assert 0 < float(alpha(0.1)) < 1
+    np.testing.assert_allclose(second, float(fd), rtol=1e-8)
+
+
 def test_gradient_at_boundary_optimum_is_envelope_only():
     # a* = 0 is locally constant: d alpha/d theta = 0, dC/dtheta = d(-log C_0)/dtheta
     def f(x):
@@ -485,3 +565,32 @@ def test_invalid_pairs_under_jit_leave_the_rest_of_the_batch_alone():
     conv = np.asarray(r.converged)
     assert not conv[bad].any() and conv.sum() == n - len(bad)
     assert np.isfinite(np.asarray(r.information)[conv]).all()
+
+
+def test_optax_method_reports_unconverged_interior_pairs():
+    # the L-BFGS path marked every pair whose supports coincide as at an end point (its
+    # end-point derivatives are -inf and inf, whose sum is nan), so always converged
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(3.0, 0.2)
+    cut = jd.chernoff(P, Q, method="optax", max_steps=1)
+    full = jd.chernoff(P, Q, method="optax")
+    assert not bool(cut.converged) and abs(float(cut.derivative)) > 1e-3
+    assert bool(full.converged) and abs(float(full.derivative)) <= 1e-6
+
+
+@pytest.mark.parametrize(
+    "P, Q",
+    [
+        (jd.Laplace(jnp.zeros(0), 1.0), jd.Laplace(1.0, 1.0)),
+        (jd.Gaussian(jnp.zeros(0), 1.0), jd.Gaussian(1.0, 1.0)),
+        (jd.DiscreteLaplace(jnp.zeros((2, 0)), 1.0), jd.DiscreteLaplace(1.0, 1.0)),
+        (jd.Categorical(jnp.full((0, 2), 0.5)), jd.Categorical(jnp.array([0.3, 0.7]))),
+    ],
+    ids=["laplace", "gaussian", "discrete-laplace", "categorical"],
+)
+def test_empty_batch(P, Q):
+    # raised ZeroDivisionError / a reduction over an empty array
+    res = jd.chernoff(P, Q)
+    shape = jnp.broadcast_shapes(P.batch_shape, Q.batch_shape)
+    for field in res:
+        assert field.shape == shape
+    assert res.information.dtype == jnp.float64 and res.converged.dtype == jnp.bool_

@@ -60,3 +60,11 @@ def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):
     assert exc.value.code == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jaxdp: error:") and fragment in err[0]
+
+
+def test_chernoff_json_is_strict_for_infinite_values(capsys):
+    # json.dumps writes Infinity, which strict parsers reject: non-finite values are strings
+    assert main(["chernoff", "gaussian", "--sigma", "1e-200", "--json"]) == 0
+    out = capsys.readouterr().out
+    rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
+    assert rows[0]["chernoff"] == "inf" and rows[0]["tv"] == 1.0

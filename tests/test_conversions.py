@@ -400,3 +400,18 @@ def test_chernoff_tv_bound_and_skewed_distance_at_extreme_eps():
     # eps = inf: inf - inf in the closed form; the limit is inf * min(alpha, 1 - alpha)
     got = cv.max_neg_log_bc_eps_dp(jnp.inf, jnp.asarray([0.0, 0.3, 0.5, 1.0]))
     np.testing.assert_array_equal(got, [0.0, np.inf, np.inf, 0.0])
+
+
+def test_lists_are_arrays_and_eq35_at_infinite_shift():
+    from jaxdp import paper
+
+    # a list went into jax.jit as a pytree of scalars (TypeError)
+    np.testing.assert_array_equal(
+        cv.max_chernoff_eps_dp([0.5, 1.0]), cv.max_chernoff_eps_dp(np.array([0.5, 1.0]))
+    )
+    np.testing.assert_array_equal(
+        cv.max_tv_eps_dp([0.5, 1.0], 3), cv.max_tv_eps_dp(np.array([0.5, 1.0]), 3)
+    )
+    np.testing.assert_array_equal(paper.eq22([1.0, 2.0]), paper.eq22(np.array([1.0, 2.0])))
+    # t - log(1 + t) -> inf, not inf - inf
+    assert float(paper.eq35(math.inf, 1.0, 1.0)) == math.inf

@@ -476,3 +476,45 @@ def test_parameter_gradients_at_extreme_scale_ratios(family):
             assert np.all(np.isfinite(got[ok])), (name, k, got)
             # central differences of values ~400 in log parameters: ~1e-9 absolute
             np.testing.assert_allclose(got[ok], fd[ok], rtol=1e-6, atol=1e-8, err_msg=f"{name} {k}")
+
+
+def _exponential(rate):
+    return jd.Density(lambda x, r: jnp.log(r) - r * x, params=rate, lower=0.0)
+
+
+def test_renyi_diverges_on_a_flat_tail():
+    # int p^l q^(1-l) of Exp(1), Exp(r) has exponent -(l + (1 - l) r) x: zero for l = r/(r-1),
+    # where the integrand is flat and the integral infinite (was finite: 28.4, 56.8)
+    for r, order in ((2.0, 2.0), (3.0, 1.5)):
+        assert float(jd.renyi(_exponential(1.0), _exponential(r), order)) == math.inf
+    # just below: log(1/(l + (1 - l) r)) + (1 - l) log r, over l - 1
+    order, r = 1.9, 2.0
+    want = (math.log(1 / (order + (1 - order) * r)) + (1 - order) * math.log(r)) / (order - 1)
+    got = float(jd.renyi(_exponential(1.0), _exponential(r), order))
+    assert abs(got - want) <= 1e-12 * abs(want)
+
+
+def test_float32_density_pairs_keep_float32_under_x64():
+    def uniform(lo):
+        return jd.Density(
+            lambda x: jnp.where((x >= lo) & (x <= lo + 1), 0.0, -jnp.inf).astype(jnp.float32),
+            lower=lo,
+            upper=lo + 1,
+            centre=jnp.float32(lo + 0.5),
+            scale=jnp.float32(0.25),
+        )
+
+    P, Q = uniform(0.0), uniform(2.0)  # disjoint: the constant branches returned float64
+    assert jd.kl(P, Q).dtype == jnp.float32 and float(jd.kl(P, Q)) == math.inf
+    assert jd.tv(P, Q).dtype == jnp.float32 and float(jd.tv(P, Q)) == 1.0
+
+
+def test_complex_parameters_and_unbroadcastable_products_are_rejected():
+    with pytest.raises(TypeError, match="Laplace: loc must be real"):
+        jd.Laplace(1j, 1.0)
+    with pytest.raises(TypeError, match="Categorical: probs must be real"):
+        jd.Categorical(jnp.array([0.5 + 0j, 0.5]))
+    with pytest.raises(
+        ValueError, match=r"Product: the components' batch shapes \[\(3,\), \(4,\)\]"
+    ):
+        jd.Product(jd.Laplace(jnp.zeros(3), 1.0), jd.Laplace(jnp.zeros(4), 1.0))

@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
+
+from jaxdp.commands import json_number
 
 _MECHANISMS = ("laplace", "gaussian", "geometric", "randomized_response")
 _METRICS = ("chernoff", "kl", "tv")
@@ -61,10 +62,6 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-def _num(x: float):
-    return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
-
-
 def run(args: argparse.Namespace) -> int:
     import numpy as np
 
@@ -99,9 +96,9 @@ def run(args: argparse.Namespace) -> int:
             "sensitivity": float(args.sensitivity),
             "results": [
                 {
-                    "budget": _num(float(b)),
-                    name: _num(float(p)),
-                    "achieved": _num(float(a)),
+                    "budget": json_number(float(b)),
+                    name: json_number(float(p)),
+                    "achieved": json_number(float(a)),
                     "converged": bool(c),
                     "iterations": int(i),
                 }

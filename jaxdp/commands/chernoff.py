@@ -14,6 +14,8 @@ import json
 
 import numpy as np
 
+from jaxdp.commands import json_number
+
 MECHANISMS = ("laplace", "gaussian", "randomized_response", "geometric", "adversarial_laplace")
 FLOAT_PARAMS = ("epsilon", "scale", "sigma", "sensitivity", "shift", "theta")
 
@@ -76,7 +78,9 @@ def run(args: argparse.Namespace) -> int:
         for i in range(n)
     ]
     if args.json:
-        print(json.dumps(out, indent=2))
+        # strict JSON has no Infinity/NaN: non-finite numbers as strings, as `calibrate` does
+        finite = [{k: json_number(v) for k, v in row.items()} for row in out]
+        print(json.dumps(finite, indent=2, allow_nan=False))
         return 0
     cols = list(out[0])
     print("  ".join(f"{c:>14}" for c in cols))

@@ -232,7 +232,7 @@ def moment_eval(consts, a):
         scale = jnp.exp(-jnp.where(nr, m, 0.0))
         d1 = jnp.sum(z * (l - ls) + jnp.where(nr, t * scale, z * ls), axis=-1) / s
     # (sqrt(z) |l - d1|)^2, a sum of squares (0 * inf from a huge |l| would poison it)
-    d2 = jnp.sum(jnp.square(jnp.sqrt(z) * (l - d1[..., None])), axis=-1) / s
+    d2 = jnp.sum(jnp.square(sp.sqrt_weight(z) * (l - d1[..., None])), axis=-1) / s
     return d1, d2
 
 

@@ -189,7 +189,7 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True):
     extra = lax.stop_gradient(_peaks(P, Q, a, level)) if peaks else None
     lw, lp, lq, disjoint = _log_probs(P, Q, level, extra)
     if disjoint:
-        return jnp.full(jnp.shape(lw)[:-1], -jnp.inf)
+        return jnp.full(jnp.shape(lw)[:-1], -jnp.inf, lw.dtype)
     a_ = jnp.asarray(a)[..., None]
     expo = cat.exponent(a_, lp, lq)
     direct = logsumexp(lw + expo, axis=-1)
@@ -197,11 +197,17 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True):
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         deficit = jnp.full_like(deficit, jnp.inf)  # the identity needs both masses on the nodes
     out = cat.combine(a, direct, deficit)
-    # a > 1 (Rényi orders above 1): the integral diverges when p^a q^(1-a) grows along an
-    # infinite tail; the outermost tail nodes (~1e11 length scales out) detect it.
+    # a > 1 (Rényi orders above 1): the integral diverges when p^a q^(1-a) does not decay
+    # along an infinite tail (grows, or stays flat: exponentials whose rates combine to
+    # zero); the outermost tail nodes (~1e11 length scales out) detect it.
+    # (flat to rounding: the exponent's terms a lp and (1 - a) lq are ~1e11 there, and a
+    # tail that converges drops by its rate times ~1e10 between the two nodes)
+    eps = jnp.finfo(expo.dtype).eps
     growing = jnp.zeros(out.shape, bool)
     for last, prev in _outer_tail_nodes(P, Q, level):
-        growing = growing | (expo[..., last] > expo[..., prev])
+        end = expo[..., last]
+        size = jnp.abs(a_[..., 0] * lp[..., last]) + jnp.abs((1.0 - a_[..., 0]) * lq[..., last])
+        growing = growing | ((end >= expo[..., prev] - 64 * eps * size) & (end > -jnp.inf))
     return jnp.where((jnp.asarray(a) > 1) & growing, jnp.inf, out)
 
 
@@ -220,9 +226,9 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     term = cat.kl_terms(lp, lq, normalized=(P.lower, P.upper) == (Q.lower, Q.upper))
     out = jnp.sum(jnp.exp(lw) * term, axis=-1)
     if P.lower < Q.lower or P.upper > Q.upper:
-        return jnp.full(out.shape, jnp.inf)
+        return jnp.full(out.shape, jnp.inf, out.dtype)
     if disjoint:
-        return jnp.full(out.shape, jnp.inf)
+        return jnp.full(out.shape, jnp.inf, out.dtype)
     return out
 
 
@@ -285,7 +291,7 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
         overlap = jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
         out = 1.0 - overlap
     if disjoint:
-        return jnp.ones(out.shape)
+        return jnp.ones(out.shape, out.dtype)
     return out
 
 
@@ -368,5 +374,5 @@ def derivs(consts, a):
         d1 = jnp.where(near, compensated, d1)
     # (sqrt(pi) |l - d1|)^2: far quadrature nodes carry pi = 0 and |l| ~ 1e24, whose
     # square overflows float32 (0 * inf would poison the sum)
-    d2 = jnp.sum(jnp.square(jnp.sqrt(pi) * (l - d1[..., None])) * both, axis=-1)
+    d2 = jnp.sum(jnp.square(sp.sqrt_weight(pi) * (l - d1[..., None])) * both, axis=-1)
     return d1, d2

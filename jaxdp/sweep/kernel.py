@@ -183,7 +183,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
         if str(e).startswith("spec: "):
             raise
         raise reject(e) from None
-    except TypeError as e:
+    except (TypeError, NotImplementedError) as e:  # (a quantity with no kernel for the pair)
         raise reject(e) from None
 
     n = 8
@@ -202,6 +202,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
                 "(it must be a constant): give it a single value"
             ) from None
         raise reject(e, "cannot be traced") from None
-    except (ValueError, TypeError) as e:
+    except (ValueError, TypeError, NotImplementedError) as e:
+        # (NotImplementedError: a quantity jaxdp has no kernel for, e.g. TV of a product)
         raise reject(e, "with this grid") from None
     return {q: s.dtype for q, s in shapes.items()}
