@@ -17,9 +17,9 @@ from typing import NamedTuple
 import jax
 import jax.numpy as jnp
 import numpy as np
-from jax import lax
 
 from jaxdp import _fastmath as fm
+from jaxdp._quotient import inverse_power_of_two as inverse_power_of_two  # (re-exported)
 from jaxdp._quotient import quotient
 
 # Taylor coefficients of (e^x - 1 - x) / x^2 = sum_{n>=0} x^n / (n+2)!  (18 terms: |x| <= 1
@@ -356,21 +356,6 @@ def exp_rho_overflows(num, den, power=1):
     every constant absorbs."""
     big = float(jnp.finfo(jnp.result_type(num, den)).max) / 2.2
     return num > den * big ** (1.0 / power)
-
-
-def inverse_power_of_two(b):
-    """``2**-floor(log2 b)`` for ``b > 0`` (so that ``b * it`` is in ``[1, 2)``), from the
-    exponent bits: a few integer operations, where ``frexp``/``ldexp`` cost dozens per element,
-    repeated in every kernel that reads the result. A factor, not a divisor: XLA rewrites
-    ``(x/c)/(y/c)`` into ``(x*c)/(y*c)``, which overflows for the scales this is for."""
-    finfo = jnp.finfo(b.dtype)
-    mant = finfo.nmant  # 52 or 23 explicit mantissa bits
-    top = 2 * (2 ** (finfo.nexp - 1) - 1)  # 2046 or 254: 2 * bias
-    uint = jnp.uint64 if b.dtype.itemsize == 8 else jnp.uint32
-    exp = (lax.bitcast_convert_type(b, uint) >> mant) & (2**finfo.nexp - 1)
-    # exponent field 2 bias - E: 2**-(E - bias); E clipped so that the result stays normal
-    exp = jnp.clip(exp, 1, top - 1).astype(uint)
-    return lax.bitcast_convert_type((uint(top) - exp) << mant, b.dtype)
 
 
 def scale_consts(num, den, power=1):

@@ -618,7 +618,8 @@ def _chernoff_dispatch(P, Q, method, max_steps):
     size = math.prod(shape)
     if size == 0:  # an empty batch: nothing to solve (the solver reduces over the batch)
         empty = jnp.zeros(shape, jnp.result_type(P.dtype, Q.dtype, float))
-        return ChernoffResult(empty, empty, empty, empty != 0, jnp.zeros(shape, jnp.int32))
+        none = jnp.zeros(shape, bool)
+        return ChernoffResult(empty, empty, empty, none, jnp.zeros(shape, jnp.int32))
     chunk_size = _cpu_chunk(P, Q)
     if not (
         jax.default_backend() == "cpu"

@@ -129,6 +129,11 @@ def _unit_interval(x: ArrayLike, name: str) -> None:
     _check_range(x, name, upper=1.0)
 
 
+def _list_to_array(x):
+    """A list as one array: ``jax.jit`` would take it as a pytree of scalars."""
+    return jnp.asarray(x) if isinstance(x, list) else x
+
+
 def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
     """Decorator: value checks on the named arguments (skipped for tracers), then a jitted body.
 
@@ -143,9 +148,8 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            # a list is one array to the caller, but a pytree of scalars to jax.jit
-            args = [jnp.asarray(a) if isinstance(a, list) else a for a in args]
-            kwargs = {k: jnp.asarray(v) if isinstance(v, list) else v for k, v in kwargs.items()}
+            args = [_list_to_array(a) for a in args]
+            kwargs = {k: _list_to_array(v) for k, v in kwargs.items()}
             bound = signature.bind(*args, **kwargs)
             for name, check in checks.items():
                 if name in bound.arguments:
@@ -504,8 +508,7 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     """
     if _is_traced(n):
         raise TypeError("n must be concrete (a static Python int or integer array), not traced")
-    if isinstance(eps, list):  # one array, not a pytree of scalars for jax.jit
-        eps = jnp.asarray(eps)
+    eps = _list_to_array(eps)
     _check_range(eps, "eps")
     _check_count(n)
     n_np = np.asarray(n)

@@ -285,7 +285,7 @@ def _hessians(cls):
         (jd.Laplace, mp_refs.lap_log_bc_cf, 1.3, 1.0, 0.6, 1e-10),
         (jd.Gaussian, mp_refs.gau_log_bc_cf, 1.3, 1.0, 0.6, 1e-10),
         # scale ratios 1.5e100 and 6.5e169 (alpha* within ~2e-3 of an end point): the second
-        # derivative of alpha* loses digits to cancellation there (measured 1.5e-8, 4.8e-7)
+        # derivative of alpha* keeps fewer digits there (measured 1.5e-8, 4.8e-7)
         (jd.Gaussian, mp_refs.gau_log_bc_cf, 2e100, 1e100, 1.3, 1e-7),
         (jd.Laplace, mp_refs.lap_log_bc_cf, 2e-170, 1e-170, 1.3, 2e-6),
     ],
