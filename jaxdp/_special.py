@@ -75,6 +75,17 @@ def sqrt_weight(w):
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, w, 1.0)), 0.0)
 
 
+def hypot(x, y):
+    r""":math:`\sqrt{x^2 + y^2}` whose value and derivatives neither under- nor overflow:
+    ``jnp.hypot`` divides the smaller leg by the larger, whose derivative squares the larger
+    (``0 * inf = nan`` for legs below ~1e-154)."""
+    x, y = jnp.abs(x), jnp.abs(y)
+    big, small = jnp.maximum(x, y), jnp.minimum(x, y)
+    pos = big > 0
+    ratio = quotient(small, jnp.where(pos, big, 1.0))
+    return jnp.where(pos, big * jnp.sqrt(1.0 + ratio * ratio), 0.0)
+
+
 def phi(x):
     r"""Stable :math:`\varphi(x) = e^x - 1 - x \ge 0`."""
     x = jnp.asarray(x)

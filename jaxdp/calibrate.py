@@ -270,10 +270,10 @@ def _closed_form(name: str, metric: str, theta, s):
 _ASYMPTOTE = {"chernoff": (0.125, 2.0), "kl": (0.5, 2.0), "tv": (0.5, 1.0)}
 
 
-def _invert_closed_form(name: str, metric: str, c, s, steps: int = 12):
-    """Solve ``closed_form(theta) = c`` by Newton in log-log from the asymptote's root."""
+def _invert_closed_form(name: str, metric: str, log_c, s, steps: int = 12):
+    """Solve ``closed_form(theta) = c`` by Newton in log-log from the asymptote's root,
+    given ``log c`` (budgets whose square or fourth power underflows stay representable)."""
     big_k, k = _ASYMPTOTE[metric]
-    log_c = jnp.log(c)
     y0 = (log_c - math.log(big_k)) / k
 
     def f(y):
@@ -301,7 +301,7 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
             # log cosh(theta/2) = c  <=>  theta = 2 (c + log(1 + sqrt(1 - e^{-2c})))
             theta = 2.0 * (c1 + jnp.log1p(jnp.sqrt(-jnp.expm1(-2.0 * c1))))
         else:
-            theta = _invert_closed_form(name, metric, c1, s)
+            theta = _invert_closed_form(name, metric, jnp.log(c1), s)
     else:
         ct = jnp.minimum(c, 1.0 - 1e-3)  # guess only; the engine sharpens it
         if name == "gaussian":
@@ -311,9 +311,11 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
         elif n == 1:
             theta = 2.0 * jnp.arctanh(ct)
         else:
-            # Gaussian approximation of the n-fold privacy loss: TV ~ erf(sqrt(n KL_1)/2).
-            kl1 = 4.0 * jnp.square(jax.scipy.special.erfinv(ct)) / n
-            theta = _invert_closed_form(name, "kl", kl1, s)
+            # Gaussian approximation of the n-fold privacy loss: TV ~ erf(sqrt(n KL_1)/2),
+            # in logs: KL_1 = 4 erfinv(TV)^2 / n underflows for TV below ~1e-154 (float32
+            # ~1e-19), which gave the solver a start at theta = 0
+            log_kl1 = math.log(4.0 / n) + 2.0 * jnp.log(jax.scipy.special.erfinv(ct))
+            theta = _invert_closed_form(name, "kl", log_kl1, s)
     return s / theta if spec.direction < 0 else theta
 
 

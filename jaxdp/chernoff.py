@@ -48,7 +48,14 @@ from jax import lax
 
 from jaxdp import _jit
 from jaxdp import _special as sp
-from jaxdp.coefficient import check_pair, group_product, kernel_for, raw_log_bc, standardize
+from jaxdp.coefficient import (
+    check_pair,
+    group_product,
+    kernel_for,
+    nan_where_invalid,
+    raw_log_bc,
+    standardize,
+)
 from jaxdp.distributions import DiscreteLaplace, Distribution, Gaussian, Laplace, Product
 
 __all__ = ["ChernoffResult", "chernoff"]
@@ -688,6 +695,9 @@ def _chernoff(P, Q, method, max_steps):
         ~jnp.isnan(information)
     )
     alpha = _implicit_alpha(a_star, P, Q)
+    # parameters the constructors would have rejected (under jit): nan, never converged
+    information = nan_where_invalid(P, Q, information)
+    converged = converged & ~jnp.isnan(information)
     return ChernoffResult(
         information=information,
         alpha=jnp.broadcast_to(alpha, shape),

@@ -212,4 +212,15 @@ def _log_bc(P, Q, alpha):
     # One compiled kernel per pair structure and shape, also when called eagerly.
     inside = (alpha >= 0) & (alpha <= 1)
     out = raw_log_bc(P, Q, jnp.where(inside, alpha, 0.5), unit=True)
-    return jnp.where(inside, out, jnp.nan)
+    return nan_where_invalid(P, Q, jnp.where(inside, out, jnp.nan))
+
+
+def nan_where_invalid(P: Distribution, Q: Distribution, value):
+    """``value`` with ``nan`` where ``P`` or ``Q`` has parameters its constructor would have
+    rejected (a negative or NaN scale, a probability vector off the simplex): under ``jit``
+    the constructors cannot check, and a kernel may return a finite number for them (the
+    TV of a Laplace pair with a negative scale was 0, a categorical KL with a NaN mass 0.5)."""
+    bad = P._invalid() | Q._invalid()
+    if bad is False:
+        return value
+    return jnp.where(bad, jnp.nan, value)

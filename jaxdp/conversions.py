@@ -196,13 +196,6 @@ def _logcosh_over_square(x: jax.Array) -> jax.Array:
     return jnp.where(nonzero, 0.5 * jnp.square(1.0 + sp.sinhc_m1(h)) * ratio, 0.5)
 
 
-def _one_minus_exp_neg_over(y: jax.Array) -> jax.Array:
-    """``(1 - exp(-y)) / y`` for ``y >= 0``, equal to 1 at ``y = 0`` (finite gradient)."""
-    zero = y == 0
-    ys = jnp.where(zero, 1.0, y)
-    return jnp.where(zero, 1.0, -jnp.expm1(-ys) / ys)
-
-
 # ---------------------------------------------------------------------------------------------
 # Divergences.
 
@@ -391,7 +384,7 @@ def max_tv_eps_dp_chernoff_bound(eps: ArrayLike, n: ArrayLike = 1) -> jax.Array:
     direct = jnp.sqrt(-jnp.expm1(-jnp.where(big, y, 1.0)))
     xs = jnp.where(big, 0.0, x)
     ys = jnp.where(big, 0.0, y)
-    small = jnp.abs(xs) * jnp.sqrt(2 * n * _logcosh_over_square(xs) * _one_minus_exp_neg_over(ys))
+    small = jnp.abs(xs) * jnp.sqrt(2 * n * _logcosh_over_square(xs) * sp.psi(ys))
     return jnp.where(big, direct, small)
 
 
@@ -528,9 +521,7 @@ def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int)
     ks = jnp.where(valid, k, n)  # k = n is always a valid term
     m = 2 * ks - n
     log_terms = (
-        _binom_log_pmf(ks, n, e)
-        + jnp.log(m)
-        + jnp.log(_one_minus_exp_neg_over(m * jnp.where(jnp.isinf(e), 1.0, e)))
+        _binom_log_pmf(ks, n, e) + jnp.log(m) + jnp.log(sp.psi(m * jnp.where(jnp.isinf(e), 1.0, e)))
     )
     # terms <= n: no overflow; the eps factor is outside, so no underflow that matters
     tv = eps * jnp.sum(jnp.where(valid, jnp.exp(log_terms), 0.0), axis=-1)

@@ -21,6 +21,7 @@ Families:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 from collections.abc import Callable, Sequence
 from typing import Any, ClassVar
@@ -71,6 +72,12 @@ class Distribution:
     def dtype(self):
         return jnp.result_type(*(getattr(self, f) for f in self._data_fields))
 
+    def _invalid(self):
+        """Where the parameters would fail the constructor's checks, which cannot run on
+        traced values (under ``jit``): the divergences and ``chernoff`` return ``nan`` there.
+        ``False`` when there is nothing to check."""
+        return False
+
     def _set(self, **fields):
         for k, v in fields.items():
             object.__setattr__(self, k, v)
@@ -83,6 +90,10 @@ class _LocScale(Distribution):
     _data_fields = ("loc", "scale")
     loc: jax.Array
     scale: jax.Array
+
+    def _invalid(self):
+        tiny = jnp.finfo(self.scale.dtype).tiny  # (subnormal scales are rejected too)
+        return ~(jnp.isfinite(self.loc) & (self.scale >= tiny) & (self.scale < jnp.inf))
 
     def __init__(self, loc=0.0, scale=1.0):
         name = type(self).__name__
@@ -140,6 +151,9 @@ class DiscreteLaplace(_LocScale):
     """
 
     support_kind = "integers"
+
+    def _invalid(self):
+        return super()._invalid() | (self.loc != jnp.round(self.loc))
 
     def __init__(self, loc=0, scale=1.0):
         super().__init__(loc, scale)
@@ -212,6 +226,12 @@ class Categorical(Distribution):
     @property
     def probs(self):
         return jnp.exp(self.log_probs)
+
+    def _invalid(self):
+        lp = self.log_probs  # the checks of _validate: NaN, a mass above 1, the sum
+        tol = (1e-12 if lp.dtype == jnp.float64 else 1e-5) * max(1, lp.shape[-1] ** 0.5)
+        off = jnp.abs(jnp.sum(jnp.exp(lp), axis=-1) - 1.0) > tol
+        return jnp.any(jnp.isnan(lp) | (lp > 0), axis=-1) | off
 
     @property
     def num_categories(self) -> int:
@@ -373,6 +393,9 @@ class Product(Distribution):
     @property
     def batch_shape(self) -> tuple[int, ...]:
         return tuple(np.broadcast_shapes(*(c.batch_shape for c in self.components)))
+
+    def _invalid(self):
+        return functools.reduce(lambda x, y: x | y, (c._invalid() for c in self.components))
 
     @property
     def dtype(self):

@@ -12,7 +12,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _jit
-from jaxdp.coefficient import check_pair, group_product, kernel_for, raw_log_bc, standardize
+from jaxdp.coefficient import (
+    check_pair,
+    group_product,
+    kernel_for,
+    nan_where_invalid,
+    raw_log_bc,
+    standardize,
+)
 from jaxdp.distributions import Categorical, Distribution, Product
 
 __all__ = ["bhattacharyya", "hellinger", "kl", "renyi", "tv"]
@@ -26,7 +33,12 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
     of non-negative terms, so tiny divergences keep relative accuracy.
     """
     check_pair(P, Q)
-    return _kl(P, Q)
+    return _kl_checked(P, Q)
+
+
+@_jit.jit
+def _kl_checked(P, Q):
+    return nan_where_invalid(P, Q, _kl(P, Q))
 
 
 @_jit.jit
@@ -60,7 +72,8 @@ def _renyi(P, Q, order, with_kl=True):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
     value = raw_log_bc(P, Q, safe) / (safe - 1.0)
-    return jnp.where(is_one, _kl(P, Q), value) if with_kl else value
+    value = jnp.where(is_one, _kl(P, Q), value) if with_kl else value
+    return nan_where_invalid(P, Q, value)
 
 
 def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
@@ -71,7 +84,8 @@ def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
 
 @_jit.jit
 def _half(P, Q):
-    return raw_log_bc(P, Q, jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype)), unit=True)
+    half = jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype))
+    return nan_where_invalid(P, Q, raw_log_bc(P, Q, half, unit=True))
 
 
 def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:
@@ -113,7 +127,7 @@ def _joint_categorical(P: Product) -> Categorical:
 
 @_jit.jit
 def _tv_jit(P, Q):
-    return _tv(P, Q)
+    return nan_where_invalid(P, Q, _tv(P, Q))
 
 
 def _tv(P, Q):

@@ -13,6 +13,7 @@ Compile time dominates: every call uses the budget vector ``B`` (one shape), so 
 from __future__ import annotations
 
 import json
+import math
 
 import jax
 import jax.numpy as jnp
@@ -496,3 +497,29 @@ def test_randomized_response_at_extreme_budgets():
     np.testing.assert_allclose(r.parameter[:3], np.sqrt(8 * np.asarray(tiny)), rtol=1e-12)
     np.testing.assert_allclose(r.parameter[3:], 2 * (np.asarray(huge) + np.log(2)), rtol=1e-12)
     assert bool(jnp.all(r.achieved <= jnp.concatenate([tiny, huge])))
+
+
+@pytest.mark.parametrize(
+    "mechanism, n, coef",
+    [
+        # tiny-budget asymptotes: Laplace n-fold TV ~ c_n / scale (c_2 = 1/2, c_3 = 3/4, by
+        # jaxdp.best_advantage_laplace's small-eps slope), randomized response TV of n = 2, 3
+        # releases ~ eps/2, 3 eps/4, Gaussian TV ~ sqrt(n) / (sqrt(2 pi) sigma)
+        ("laplace", 2, 0.5),
+        ("laplace", 3, 0.75),
+        ("randomized_response", 2, 0.5),
+        ("randomized_response", 3, 0.75),
+        ("gaussian", 2, math.sqrt(2.0 / (2.0 * math.pi))),
+        ("gaussian", 3, math.sqrt(3.0 / (2.0 * math.pi))),
+    ],
+)
+def test_tv_of_compositions_at_tiny_budgets(mechanism, n, coef):
+    # The start squared the budget (underflow below ~1e-154: parameter 0 or inf, nan), and the
+    # TV derivatives of Gaussian pairs (sigma ~1e154+) and of max_tv_eps_dp (eps ~1e-154-)
+    # were nan: every budget below ~1e-154 failed.
+    budget = np.array([1e-300, 1e-200, 1e-160, 1e-100])
+    r = jd.calibrate(mechanism, budget, metric="tv", compositions=n)
+    assert np.asarray(r.converged).all()
+    want = coef / budget if mechanism != "randomized_response" else budget / coef
+    np.testing.assert_allclose(np.asarray(r.parameter), want, rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(r.achieved), budget, rtol=1e-12)

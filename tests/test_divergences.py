@@ -518,3 +518,71 @@ def test_complex_parameters_and_unbroadcastable_products_are_rejected():
         ValueError, match=r"Product: the components' batch shapes \[\(3,\), \(4,\)\]"
     ):
         jd.Product(jd.Laplace(jnp.zeros(3), 1.0), jd.Laplace(jnp.zeros(4), 1.0))
+
+
+_NAN = float("nan")
+
+
+@pytest.mark.parametrize(
+    "make, good, bad",
+    [
+        (lambda x: (jd.Laplace(0.0, x), jd.Laplace(1.0, 2.0)), 1.0, (-1.0, 0.0, _NAN, math.inf)),
+        (lambda x: (jd.Gaussian(0.0, x), jd.Gaussian(1.0, 2.0)), 1.0, (-1.0, 0.0, _NAN, math.inf)),
+        (
+            lambda x: (jd.DiscreteLaplace(0.0, x), jd.DiscreteLaplace(1.0, 2.0)),
+            1.0,
+            (-1.0, 0.0, _NAN, math.inf),
+        ),
+        (lambda x: (jd.Laplace(x, 1.0), jd.Laplace(1.0, 2.0)), 0.0, (_NAN, math.inf)),
+        (lambda x: (jd.DiscreteLaplace(x, 1.0), jd.DiscreteLaplace(1.0, 2.0)), 0.0, (0.5,)),
+        (
+            lambda x: (jd.Categorical(jnp.stack([x, 0.5])), jd.Categorical(jnp.array([0.4, 0.6]))),
+            0.5,
+            (_NAN, -0.5, 0.2, 1.5),  # NaN, a negative mass, sums 0.7 and 2
+        ),
+        (
+            lambda x: (
+                jd.Product(jd.Laplace(0.0, 1.0), jd.Categorical(jnp.stack([x, 0.5]))),
+                jd.Product(jd.Laplace(1.0, 1.0), jd.Categorical(jnp.array([0.4, 0.6]))),
+            ),
+            0.5,
+            (_NAN, 0.2),
+        ),
+    ],
+    ids=["laplace", "gaussian", "discrete-laplace", "loc", "discrete-loc", "cat", "product"],
+)
+def test_invalid_parameters_under_jit_give_nan(make, good, bad):
+    # the constructors' checks cannot run on traced values; the kernels returned finite
+    # numbers for some invalid pairs (Laplace TV 0 at a negative scale, discrete Laplace TV
+    # 5.67, categorical KL 0.5 with a NaN mass, chernoff 0.29 "converged")
+    fns = {
+        "kl": jd.kl,
+        "tv": jd.tv,
+        "hellinger": jd.hellinger,
+        "bhattacharyya": jd.bhattacharyya,
+        "renyi": lambda P, Q: jd.renyi(P, Q, 2.0),
+        "log_bc": lambda P, Q: jd.log_bc(P, Q, 0.3),
+        "chernoff": lambda P, Q: jd.chernoff(P, Q).information,
+        "converged": lambda P, Q: jd.chernoff(P, Q).converged,
+    }
+    for name, fn in fns.items():
+        if name == "tv" and isinstance(make(good)[0], jd.Product):
+            continue  # no TV kernel for this product
+        f = jax.jit(lambda x, fn=fn: fn(*make(x)))
+        if name == "converged":
+            assert bool(f(good)) and not any(bool(f(x)) for x in bad)
+            continue
+        assert np.isfinite(float(f(good))), name
+        assert all(math.isnan(float(f(x))) for x in bad), (name, [float(f(x)) for x in bad])
+
+
+def test_tv_derivative_of_very_wide_gaussians():
+    # TV(N(0, s), N(1, s)) = 2 Phi(1/(2s)) - 1 ~ 1/(sqrt(2 pi) s); d/dlog s = -TV there. For
+    # s ~1e154+ the derivative was nan (squares of 1/s underflowed inside jnp.hypot, c/q, r)
+    for s in (1e154, 1e160, 1e200):
+
+        def f(x):
+            return jd.tv(jd.Gaussian(0.0, jnp.exp(x)), jd.Gaussian(1.0, jnp.exp(x)))
+
+        value, slope = jax.jvp(f, (math.log(s),), (1.0,))
+        assert abs(float(slope) + float(value)) <= 1e-12 * float(value)

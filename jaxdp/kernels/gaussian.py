@@ -91,25 +91,28 @@ def tv(P, Q):
     # gradient finite too: delta = 0 with equal scales would be a double root).
     far = ~(jnp.abs(delta) <= 40.0 * (s1 + s2)) & ~jnp.isnan(delta)
     delta = jnp.where(far, s2, delta)
-    r = s1 / s2
-    dn = delta / s2
+    # quotients whose derivatives do not square s2 (sp.quotient): sigma ~1e154+ gave nan
+    r = sp.quotient(s1, s2)
+    dn = sp.quotient(delta, s2)
     log_r = sp.log_ratio(s1, s2)
     # r^2 - 1, without s2^2, which overflows for scale ratios ~1e154+ (inf/inf)
-    a = ((s1 - s2) / s2) * ((s1 + s2) / s2)
+    a = sp.quotient(s1 - s2, s2) * sp.quotient(s1 + s2, s2)
     c = dn * dn - 2.0 * log_r
     # (r^2 - 1) y^2 - 2 r dn y + c = 0, y = (x - mu1)/s1
-    disc = jnp.maximum(dn * dn + 2.0 * a * log_r, 0.0)
+    # sqrt(dn^2 + 2 a log r) as a hypot (2 a log r >= 0): dn^2 underflows for shifts below
+    # ~1e-154 scales (sigma ~1e154+ in the Gaussian mechanism), and the root of the zero then
+    # made the derivative nan; sqrt_weight: the second term vanishes at equal scales
     sgn = jnp.where(dn >= 0, 1.0, -1.0)
-    qq = r * dn + sgn * jnp.sqrt(disc)
+    qq = r * dn + sgn * sp.hypot(dn, sp.sqrt_weight(jnp.maximum(2.0 * a * log_r, 0.0)))
     ok_q = qq != 0
-    y2 = c / jnp.where(ok_q, qq, 1.0)
+    y2 = sp.quotient(c, jnp.where(ok_q, qq, 1.0))
     ok_a = a != 0
-    y1 = qq / jnp.where(ok_a, a, 1.0)
+    y1 = sp.quotient(qq, jnp.where(ok_a, a, 1.0))
     total = jnp.zeros(jnp.broadcast_shapes(s1.shape, s2.shape, delta.shape), s1.dtype)
     for y, ok in ((y1, ok_a & ok_q), (y2, ok_q)):
         ys = jnp.where(ok, y, 0.0)
         z = r * ys - dn
-        w = ys * (s2 - s1) / s2 + dn  # y - z
+        w = ys * sp.quotient(s2 - s1, s2) + dn  # y - z
         total = total + jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0)
     return jnp.where(far, 1.0, total)
 
