@@ -71,7 +71,7 @@ def sqrt_weight(w):
     overflowing :math:`x^2`: their derivative is finite, and ``inf * 0`` from the root at a
     zero weight would make second derivatives (Hessians, the derivative of
     :math:`d\alpha^*/d\theta`) ``nan``."""
-    pos = w > 0
+    pos = (w > 0) | jnp.isnan(w)  # (NaN propagates)
     return jnp.where(pos, jnp.sqrt(jnp.where(pos, w, 1.0)), 0.0)
 
 

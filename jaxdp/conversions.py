@@ -90,12 +90,15 @@ def _inexact(*xs: ArrayLike) -> tuple[jax.Array, ...]:
 def _check_range(
     x: ArrayLike, name: str, *, lower: float = 0.0, upper: float | None = None, strict: bool = False
 ) -> None:
-    """Raise ``ValueError`` naming ``name`` if a concrete ``x`` leaves its range (NaN passes)."""
+    """Raise ``ValueError`` naming ``name`` if a concrete ``x`` is NaN or leaves its range
+    (traced values pass: the formulas then return NaN)."""
     if _is_traced(x):
         return
     v = np.asarray(x)
     if v.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real, got dtype {v.dtype}")
+    if np.isnan(v).any():
+        raise ValueError(f"{name} contains NaN")
     bad = (v <= lower) if strict else (v < lower)
     if upper is not None:
         bad = bad | (v > upper)
@@ -119,6 +122,10 @@ def _check_count(n: ArrayLike, name: str = "n") -> None:
 
 def _nonnegative(x: ArrayLike, name: str) -> None:
     _check_range(x, name)
+
+
+def _not_nan(x: ArrayLike, name: str) -> None:
+    _check_range(x, name, lower=-math.inf)
 
 
 def _positive(x: ArrayLike, name: str) -> None:

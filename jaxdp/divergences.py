@@ -12,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks, _jit
+from jaxdp import _special as sp
 from jaxdp.coefficient import (
     check_pair,
     group_product,
@@ -92,7 +93,8 @@ def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:
     r"""Hellinger distance :math:`H = \sqrt{1 - C_{1/2}}` (so :math:`H^2 = \tfrac12\int
     (\sqrt p - \sqrt q)^2`), in :math:`[0, 1]`."""
     check_pair(P, Q)
-    return jnp.sqrt(-jnp.expm1(_half(P, Q)))
+    # (at P == Q, where H is not differentiable, its derivative is 0, not sqrt'(0) * 0 = nan)
+    return sp.sqrt_weight(-jnp.expm1(_half(P, Q)))
 
 
 def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:

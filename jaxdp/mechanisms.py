@@ -16,6 +16,7 @@ arguments give a batch (elementwise broadcasting).
 from __future__ import annotations
 
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdp import _checks
 from jaxdp.distributions import Categorical, DiscreteLaplace, Gaussian, Laplace
@@ -73,8 +74,9 @@ def randomized_response(epsilon, k: int = 2):
     Returns the rows for inputs 0 and 1 as :class:`~jaxdp.Categorical` (last axis ``k``).
     Built in log space, so ``epsilon`` up to ~700 (float64) is exact.
     """
-    if isinstance(k, bool) or not isinstance(k, int) or k < 2:
+    if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer >= 2, got {k!r}")
+    k = int(k)
     (eps,) = _checks.as_inexact(epsilon)
     _checks.check_positive("epsilon", eps)
     e = eps[..., None]

@@ -96,6 +96,7 @@ from jaxdp.conversions import (
     _checked,
     _inexact,
     _nonnegative,
+    _not_nan,
     _positive,
     _unit_interval,
 )
@@ -406,7 +407,7 @@ def eq43(eps: ArrayLike) -> jax.Array:
     return (_LOG2 + jnp.log1p(2 * eps) - jnp.log1p(eps)) / (2 * eps) - 1
 
 
-@_checked(eps=_nonnegative)
+@_checked(eps=_nonnegative, alpha=_unit_interval)
 def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     r"""Eq. (56): the paper's Jensen bound on :math:`C(P,Q)`.
 
@@ -516,7 +517,7 @@ def fig2_kl_cuff(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
 # Section V: Laplace mechanism under attack.
 
 
-@_checked(b=_positive, theta=_positive)
+@_checked(shift=_not_nan, b=_positive, theta=_positive)
 def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     r"""Eq. (34): KL divergence of the attacked Laplace mechanism.
 
@@ -541,7 +542,7 @@ def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     return _x_minus_log1p((1 - theta) / theta) + _expm1_minus_x(-t) / theta
 
 
-@_checked(b=_positive, theta=_positive)
+@_checked(shift=_not_nan, b=_positive, theta=_positive)
 def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     r"""Eq. (35): the paper's Chernoff information of the attacked Laplace mechanism.
 

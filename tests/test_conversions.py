@@ -415,3 +415,20 @@ def test_lists_are_arrays_and_eq35_at_infinite_shift():
     np.testing.assert_array_equal(paper.eq22([1.0, 2.0]), paper.eq22(np.array([1.0, 2.0])))
     # t - log(1 + t) -> inf, not inf - inf
     assert float(paper.eq35(math.inf, 1.0, 1.0)) == math.inf
+
+
+def test_nan_and_out_of_range_arguments_raise_naming_them():
+    from jaxdp import mechanisms, paper
+
+    for call, name in (
+        (lambda: cv.max_chernoff_eps_dp(math.nan), "eps"),
+        (lambda: cv.max_tv_eps_dp(math.nan, 2), "eps"),
+        (lambda: cv.max_tv_eps_delta_dp(1.0, delta=math.nan), "delta"),
+        (lambda: paper.eq35(math.nan, 1.0, 1.0), "shift"),
+        (lambda: paper.eq56(1.0, 1.5), "alpha"),  # was accepted: 0.95
+    ):
+        with pytest.raises(ValueError, match=rf"^{name} "):
+            call()
+    # a numpy integer is an integer (was: "k must be an integer >= 2, got np.int64(3)")
+    P, _ = mechanisms.randomized_response(1.0, k=np.int64(3))
+    assert P.log_probs.shape[-1] == 3

@@ -586,3 +586,24 @@ def test_tv_derivative_of_very_wide_gaussians():
 
         value, slope = jax.jvp(f, (math.log(s),), (1.0,))
         assert abs(float(slope) + float(value)) <= 1e-12 * float(value)
+
+
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda s: (jd.Gaussian(0.0, s), jd.Gaussian(0.0, 1.0)),
+        lambda s: (jd.Laplace(0.0, s), jd.Laplace(0.0, 1.0)),
+        lambda s: (jd.DiscreteLaplace(0.0, s), jd.DiscreteLaplace(0.0, 1.0)),
+        lambda s: (
+            jd.Categorical(jnp.stack([0.5 * s, 1.0 - 0.5 * s])),
+            jd.Categorical(jnp.array([0.5, 0.5])),
+        ),
+    ],
+    ids=["gaussian", "laplace", "discrete-laplace", "categorical"],
+)
+def test_gradients_at_identical_pairs_are_zero_not_nan(make):
+    # Hellinger and TV are not differentiable at P == Q (|theta - theta0| like); their
+    # derivative was nan there (sqrt'(0) * 0; Gaussian TV's root of a zero discriminant).
+    # Every divergence is minimal at P == Q, so 0 is the subgradient to report.
+    for fn in (jd.hellinger, jd.tv, jd.kl, jd.bhattacharyya):
+        assert float(jax.grad(lambda s, fn=fn: fn(*make(s)))(1.0)) == 0.0, fn.__name__
