@@ -108,12 +108,14 @@ def tv(P, Q):
     y2 = sp.quotient(c, jnp.where(ok_q, qq, 1.0))
     ok_a = a != 0
     y1 = sp.quotient(qq, jnp.where(ok_a, a, 1.0))
-    total = jnp.zeros(jnp.broadcast_shapes(s1.shape, s2.shape, delta.shape), s1.dtype)
-    for y, ok in ((y1, ok_a & ok_q), (y2, ok_q)):
-        ys = jnp.where(ok, y, 0.0)
-        z = r * ys - dn
-        w = ys * sp.quotient(s2 - s1, s2) + dn  # y - z
-        total = total + jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0)
+    # the two roots stacked on a leading axis: one copy of ndtr_diff's code to compile (and
+    # differentiate) instead of two
+    shape = jnp.broadcast_shapes(s1.shape, s2.shape, delta.shape)
+    ok = jnp.stack([jnp.broadcast_to(ok_a & ok_q, shape), jnp.broadcast_to(ok_q, shape)])
+    ys = jnp.where(ok, jnp.stack([jnp.broadcast_to(y1, shape), jnp.broadcast_to(y2, shape)]), 0.0)
+    z = r * ys - dn
+    w = ys * sp.quotient(s2 - s1, s2) + dn  # y - z
+    total = jnp.sum(jnp.where(ok, jnp.abs(ndtr_diff(ys, z, w)), 0.0), axis=0)
     return jnp.where(far, 1.0, total)
 
 
