@@ -10,6 +10,7 @@ import functools
 
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from jaxdp import _checks, _jit
 from jaxdp import _special as sp
@@ -57,6 +58,11 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
 
     with :math:`D_1 = D(P\|Q)` (KL). For :math:`\lambda > 1` it is ``+inf`` where the
     integral diverges (e.g. Laplace with :math:`\lambda/b_1 \le (\lambda-1)/b_2`).
+
+    Differentiable in the parameters and in ``order``; at ``order == 1``,
+    :math:`dD_\lambda/d\lambda = \mathrm{Var}_P[\log(p/q)]/2` (the second
+    :math:`\alpha`-derivative of :math:`\log C_\alpha` at 1, halved: from below, where the
+    orders above 1 diverge). Higher derivatives in ``order`` at exactly 1 are not exact (0).
     """
     # KL only where some order is 1: its gradient may overflow (e.g. d/db2 of b1/b2 for a
     # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
@@ -73,7 +79,18 @@ def _renyi(P, Q, order, with_kl=True):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
     value = raw_log_bc(P, Q, safe) / (safe - 1.0)
-    value = jnp.where(is_one, _kl(P, Q), value) if with_kl else value
+    if with_kl:
+        # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
+        # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The
+        # KL branch alone has none (it was 0): a term that is 0 and has that derivative.
+        from jaxdp.chernoff import _grad2, _setup  # (chernoff imports this module's peers)
+
+        one = jnp.ones_like(safe)
+        _, curvature = _grad2(P, Q, _setup(P, Q), one)
+        curvature = jnp.where(jnp.isfinite(curvature), curvature, 0.0)
+        tangent = order - lax.stop_gradient(order)  # 0, derivative 1
+        at_one = _kl(P, Q) + 0.5 * tangent * curvature
+        value = jnp.where(is_one, at_one, value)
     return nan_where_invalid(P, Q, value)
 
 

@@ -291,7 +291,7 @@ def test_gradients_gaussian_exact():
         r = calibrate("gaussian", b, sensitivity=s, compositions=n)
         return r.parameter, r.achieved
 
-    (sigma, _), vjp = jax.vjp(f, b, s)
+    (sigma, _), vjp = jax.vjp(jax.jit(f), b, s)
     sigma = np.asarray(sigma)
     db, ds = vjp((jnp.ones_like(b), jnp.zeros_like(b)))
     np.testing.assert_allclose(np.asarray(db), -sigma / (2 * B), rtol=1e-10)
@@ -309,15 +309,17 @@ def test_gradients_laplace_against_finite_differences():
     db = jnp.asarray(B * np.linspace(0.5, 1.5, B.size))
     ds = jnp.asarray(0.3)
 
+    @jax.jit
     def f(b, s):
         return calibrate("laplace", b, sensitivity=s, compositions=n).parameter
 
-    p, tangent = jax.jvp(f, (b, jnp.asarray(s)), (db, ds))
+    jvp = jax.jit(lambda x, t: jax.jvp(f, x, t))
+    p, tangent = jvp((b, jnp.asarray(s)), (db, ds))
     h = 1e-5
     fd = (np.asarray(f(b + h * db, s + h * ds)) - np.asarray(f(b - h * db, s - h * ds))) / (2 * h)
     np.testing.assert_allclose(np.asarray(tangent), fd, rtol=1e-7)
     # scale invariance b(c, s) = s b(c, 1) and the IFT: d b = b ds/s + d b/d c dc
-    _, only_s = jax.jvp(f, (b, jnp.asarray(s)), (jnp.zeros_like(b), ds))
+    _, only_s = jvp((b, jnp.asarray(s)), (jnp.zeros_like(b), ds))
     np.testing.assert_allclose(np.asarray(only_s), np.asarray(p) * 0.3 / s, rtol=1e-10)
 
 

@@ -250,8 +250,8 @@ def test_gradients_check_grads(cls):
 )
 def test_envelope_and_ift_gradients_vs_high_precision(cls, ref):
     params = (0.0, 1.3, 2.0, 0.6)
-    g_info = jax.grad(lambda p: _info(p, cls))(params)
-    g_alpha = jax.grad(lambda p: _alpha(p, cls))(params)
+    g_info = jax.jit(jax.grad(lambda p: _info(p, cls)))(params)
+    g_alpha = jax.jit(jax.grad(lambda p: _alpha(p, cls)))(params)
     with mp.workdps(60):
         h = mp.mpf(10) ** -12
         for i in range(4):
@@ -337,12 +337,12 @@ def test_second_derivative_of_alpha_with_zero_masses():
         p = jnp.stack([0.6 - x, 0.3 + x, 0.1, 0.0])
         return jd.chernoff(jd.Categorical(p), jd.Categorical(q)).alpha
 
+    # jitted, and the difference quotient's points in one batch: one compile each
     grad = jax.grad(alpha)
-    second = float(jax.jacfwd(grad)(0.1))
+    second = float(jax.jit(jax.jacfwd(grad))(0.1))
     e = 1e-4
-    fd = (
-        4 * (grad(0.1 + e / 2) - grad(0.1 - e / 2)) / e - (grad(0.1 + e) - grad(0.1 - e)) / (2 * e)
-    ) / 3
+    g = np.asarray(jax.jit(jax.vmap(grad))(0.1 + jnp.asarray([e / 2, -e / 2, e, -e])))
+    fd = (4 * (g[0] - g[1]) / e - (g[2] - g[3]) / (2 * e)) / 3
     assert 0 < float(alpha(0.1)) < 1
     np.testing.assert_allclose(second, float(fd), rtol=1e-8)
 
@@ -355,7 +355,7 @@ def test_gradient_at_boundary_optimum_is_envelope_only():
         r = jd.chernoff(jd.Categorical(p), jd.Categorical(q))
         return r.information, r.alpha
 
-    (_, ca), (ti, ta) = jax.jvp(f, (0.05,), (1.0,))
+    (_, ca), (ti, ta) = jax.jit(lambda x, t: jax.jvp(f, (x,), (t,)))(0.05, 1.0)
     assert float(ca) == 0.0 and float(ta) == 0.0
     # C = -log Q(supp P) - 0 = log 1.25 does not depend on x at a = 0
     np.testing.assert_allclose(float(ti), 0.0, atol=1e-14)
@@ -525,13 +525,14 @@ def test_gaussian_large_scale_ratios_with_shifts_of_the_wide_scale():
 
     # d alpha*/d log sigma2 and d alpha*/d mu2 (relative to sigma2) against central
     # differences of the solver itself, for one pair of each ratio
+    @jax.jit
     def alpha(log_s, rel_shift):
         s = jnp.exp(log_s)
         return jd.chernoff(jd.Gaussian(0.0, 1.0), jd.Gaussian(rel_shift * s, s)).alpha
 
     for e in (40, 100, 150):
         x = (e * math.log(10.0), 0.5)
-        grads = jax.grad(alpha, argnums=(0, 1))(*x)
+        grads = jax.jit(jax.grad(alpha, argnums=(0, 1)))(*x)
         h = 1e-4
         for k, g in enumerate(grads):
             up = tuple(v + h * (j == k) for j, v in enumerate(x))
@@ -570,11 +571,12 @@ def test_invalid_pairs_under_jit_leave_the_rest_of_the_batch_alone():
 def test_optax_method_reports_unconverged_interior_pairs():
     # the L-BFGS path marked every pair whose supports coincide as at an end point (its
     # end-point derivatives are -inf and inf, whose sum is nan), so always converged
-    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(3.0, 0.2)
+    # (one step, one compile: an equal-scale pair starts at its optimum 1/2, f' = 0, and is
+    # converged; a narrow Q is not; test_optax_method_agrees_with_newton runs to the end)
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(3.0, jnp.asarray([1.0, 0.2]))
     cut = jd.chernoff(P, Q, method="optax", max_steps=1)
-    full = jd.chernoff(P, Q, method="optax")
-    assert not bool(cut.converged) and abs(float(cut.derivative)) > 1e-3
-    assert bool(full.converged) and abs(float(full.derivative)) <= 1e-6
+    assert bool(cut.converged[0]) and abs(float(cut.derivative[0])) <= 1e-6
+    assert not bool(cut.converged[1]) and abs(float(cut.derivative[1])) > 1e-3
 
 
 @pytest.mark.parametrize(

@@ -101,13 +101,14 @@ def test_products_with_several_components_of_a_family_vs_mpmath():
     # Gaussian pairs only: a discrete Laplace gradient alone compiles for ~8 s)
     Pg, Qg = (jd.Product(*(d.components[i] for i in range(1, 5))) for d in (P, Q))
 
+    @jax.jit
     def info(s_lap, s_gau):
         comps = list(Pg.components)
         comps[0], comps[3] = jd.Laplace(0.0, s_lap), jd.Gaussian(0.0, s_gau)
         return jd.chernoff(jd.Product(*comps), Qg).information
 
     x = (2.0, 1.0)
-    grads = jax.grad(info, argnums=(0, 1))(*x)
+    grads = jax.jit(jax.grad(info, argnums=(0, 1)))(*x)
     for k, g in enumerate(grads):
         h = 1e-6
         up = [v + h * (j == k) for j, v in enumerate(x)]

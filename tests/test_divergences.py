@@ -262,16 +262,15 @@ def test_tv_gradients_stay_finite_far_apart():
         def total(m, s, cls=cls):
             return jnp.sum(jd.tv(cls(0.0, 1.0), cls(m, s)))
 
-        grads = jax.grad(total, argnums=(0, 1))(jnp.asarray(loc), jnp.asarray(scale))
+        # jitted: one compile, where eager differentiation dispatches every operation
+        grads = jax.jit(jax.grad(total, argnums=(0, 1)))(jnp.asarray(loc), jnp.asarray(scale))
         assert np.all(np.isfinite(np.asarray(grads))), cls
         if cls is jd.Laplace:
             # the narrow pair against central differences (TV ~ 1 - 7e-5: h = 1e-7 leaves
             # ~1e-9 absolute of rounding in the difference quotient)
-            def f(m):
-                return jd.tv(jd.Laplace(0.0, 1.0), jd.Laplace(m, 1e-4))
-
-            fd = (float(f(0.3 + 1e-7)) - float(f(0.3 - 1e-7))) / 2e-7
-            np.testing.assert_allclose(float(grads[0][0]), fd, rtol=1e-5)
+            m = jnp.asarray([0.3 + 1e-7, 0.3 - 1e-7])
+            up, down = np.asarray(jax.jit(jd.tv)(jd.Laplace(0.0, 1.0), jd.Laplace(m, 1e-4)))
+            np.testing.assert_allclose(float(grads[0][0]), (up - down) / 2e-7, rtol=1e-5)
 
 
 def test_discrete_laplace_kl_at_tiny_scales():
@@ -461,16 +460,23 @@ def test_parameter_gradients_at_extreme_scale_ratios(family):
     }
     h = 1e-5
     x = (jnp.asarray(e), jnp.zeros_like(e))
-    for name, f in fns.items():
-        g = jax.jit(jax.grad(lambda *x, f=f: jnp.sum(f(*pair(*x))), argnums=(0, 1)))(*x)
-        for k in range(2):
-            dx = [jnp.zeros_like(e), jnp.zeros_like(e)]
-            dx[k] = jnp.full_like(e, h)
-            up = np.asarray(f(*pair(x[0] + dx[0], x[1] + dx[1])))
-            dn = np.asarray(f(*pair(x[0] - dx[0], x[1] - dx[1])))
+    # every value in one jitted program and every gradient in another: two compiles
+    values = jax.jit(lambda *x: {name: f(*pair(*x)) for name, f in fns.items()})
+    grads = jax.jit(
+        lambda *x: {
+            name: jax.grad(lambda *x, f=f: jnp.sum(f(*pair(*x))), argnums=(0, 1))(*x)
+            for name, f in fns.items()
+        }
+    )(*x)
+    for k in range(2):
+        dx = [jnp.zeros_like(e), jnp.zeros_like(e)]
+        dx[k] = jnp.full_like(e, h)
+        up = values(x[0] + dx[0], x[1] + dx[1])
+        dn = values(x[0] - dx[0], x[1] - dx[1])
+        for name in fns:
             with np.errstate(invalid="ignore"):  # inf - inf: Rényi 2 beyond convergence
-                fd = (up - dn) / (2 * h)
-            got = np.asarray(g[k])
+                fd = (np.asarray(up[name]) - np.asarray(dn[name])) / (2 * h)
+            got = np.asarray(grads[name][k])
             # where the value itself is inf (Rényi 2 beyond its convergence), no check
             ok = np.isfinite(fd)
             assert np.all(np.isfinite(got[ok])), (name, k, got)
@@ -582,12 +588,12 @@ def test_invalid_parameters_under_jit_give_nan(make, good, bad):
 def test_tv_derivative_of_very_wide_gaussians():
     # TV(N(0, s), N(1, s)) = 2 Phi(1/(2s)) - 1 ~ 1/(sqrt(2 pi) s); d/dlog s = -TV there. For
     # s ~1e154+ the derivative was nan (squares of 1/s underflowed inside jnp.hypot, c/q, r)
+    def f(x):
+        return jd.tv(jd.Gaussian(0.0, jnp.exp(x)), jd.Gaussian(1.0, jnp.exp(x)))
+
+    jvp = jax.jit(lambda x: jax.jvp(f, (x,), (1.0,)))
     for s in (1e154, 1e160, 1e200):
-
-        def f(x):
-            return jd.tv(jd.Gaussian(0.0, jnp.exp(x)), jd.Gaussian(1.0, jnp.exp(x)))
-
-        value, slope = jax.jvp(f, (math.log(s),), (1.0,))
+        value, slope = jvp(math.log(s))
         assert abs(float(slope) + float(value)) <= 1e-12 * float(value)
 
 
@@ -613,3 +619,70 @@ def test_gradients_at_identical_pairs_are_zero_not_nan(make):
         return jnp.stack([jd.hellinger(P, Q), jd.tv(P, Q)])
 
     np.testing.assert_array_equal(jax.jit(jax.jacrev(both))(1.0), [0.0, 0.0])
+
+
+def _mp_log_ratio_variance(logp, logq, points):
+    """Var_P[log p/q] by 40-digit quadrature (``points``: breakpoints) or summation
+    (``points`` None: ``logp``/``logq`` are lists of log masses)."""
+    with mp.workdps(40):
+        if points is None:
+            ps = [mp.exp(lp) for lp in logp]
+            m1 = mp.fsum(p * (lp - lq) for p, lp, lq in zip(ps, logp, logq, strict=True))
+            m2 = mp.fsum(p * (lp - lq) ** 2 for p, lp, lq in zip(ps, logp, logq, strict=True))
+        else:
+
+            def moment(k):
+                return mp.quad(lambda x: mp.exp(logp(x)) * (logp(x) - logq(x)) ** k, points)
+
+            m1, m2 = moment(1), moment(2)
+        return m2 - m1 * m1
+
+
+def test_renyi_order_derivative_at_one_is_half_the_log_ratio_variance():
+    # D_l = log C_l/(l - 1) = KL + Var_P[log p/q] (l - 1)/2 + ...: at order 1 the value is
+    # the KL branch, whose derivative in the order was 0 (every family)
+    lap, gau = mp_refs._lap_logpdf, mp_refs._gau_logpdf
+    pts = [-mp.inf, *mp_refs._split_points(0, 1, 1, 1.5), mp.inf]
+    lo, hi = -60, 61
+    with mp.workdps(40):
+        dl_p = [mp.log(v) for v in mp_refs.dl_pmf_window(0, 1.0, lo, hi)]
+        dl_q = [mp.log(v) for v in mp_refs.dl_pmf_window(1, 1.5, lo, hi)]
+    p, q = [0.2, 0.3, 0.5], [0.3, 0.3, 0.4]
+    cases = [
+        (
+            jd.Laplace(0.0, 1.0),
+            jd.Laplace(1.0, 1.5),
+            lambda x: lap(x, 0, 1),
+            lambda x: lap(x, 1, 1.5),
+        ),
+        (
+            jd.Gaussian(0.0, 1.0),
+            jd.Gaussian(1.0, 1.5),
+            lambda x: gau(x, 0, 1),
+            lambda x: gau(x, 1, 1.5),
+        ),
+        # quadrature path: orders above 1 diverge here (a Gaussian Q's tails), so this is
+        # the derivative from below
+        (
+            jd.Laplace(0.0, 1.0),
+            jd.Gaussian(1.0, 1.5),
+            lambda x: lap(x, 0, 1),
+            lambda x: gau(x, 1, 1.5),
+        ),
+        (jd.DiscreteLaplace(0.0, 1.0), jd.DiscreteLaplace(1.0, 1.5), dl_p, dl_q),
+        (
+            jd.Categorical(jnp.asarray(p)),
+            jd.Categorical(jnp.asarray(q)),
+            [mp.log(v) for v in p],
+            [mp.log(v) for v in q],
+        ),
+    ]
+    for P, Q, logp, logq in cases:
+        var = _mp_log_ratio_variance(logp, logq, None if isinstance(logp, list) else pts)
+        # (jitted: eager grad compiles every nested jit on its own, ~50 programs here)
+        d_order = jax.jit(jax.grad(lambda o, P=P, Q=Q: jd.renyi(P, Q, o)))(1.0)
+        assert _rel(d_order, float(var) / 2) < 1e-12, (type(P).__name__, d_order, var)
+        if isinstance(P, jd.Gaussian):  # the parameter gradients are the KL branch's
+            d_q = jax.jit(jax.grad(lambda Q, P=P: jd.renyi(P, Q, 1.0)))(Q)
+            want = jax.jit(jax.grad(lambda Q, P=P: jd.kl(P, Q)))(Q)
+            assert _rel(d_q.loc, want.loc) < 1e-14 and _rel(d_q.scale, want.scale) < 1e-14

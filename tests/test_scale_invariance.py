@@ -48,6 +48,6 @@ def test_gradients_scale_as_one_over_s(cp, cq):
         return jd.chernoff(cp(m1, b1), cq(m2, b2)).information
 
     params = jnp.stack([0.3 * S, S, -0.4 * S, 1.5 * S], axis=-1)
-    g = np.asarray(jax.vmap(jax.grad(info))(params, S)) * np.asarray(S)[:, None]
+    g = np.asarray(jax.jit(jax.vmap(jax.grad(info)))(params, S)) * np.asarray(S)[:, None]
     assert np.all(np.isfinite(g))
     np.testing.assert_allclose(g, np.broadcast_to(g[0], g.shape), rtol=1e-12, atol=0)
