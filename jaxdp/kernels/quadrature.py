@@ -51,20 +51,70 @@ def _rules(level: int):
     return ts_x[keep], np.log(ts_w[keep]), ts_gap[keep], es_logx, es_logw
 
 
-def _nodes(P, Q, level, extra=None):
+#: With ``bulk=True`` (:func:`kl`, :func:`tv`), pieces also end this many length scales
+#: either side of each distribution's centre.
+BULK_SCALES = 12.0
+
+
+def _bulk_points(P, Q):
+    """``centre -+ BULK_SCALES * scale`` of both distributions, shape ``batch + (4,)``;
+    piece ends only (no gradient: they change the rule, not the integral)."""
+    pts = []
+    for D in (P, Q):
+        centre, scale = D._quad_points()[..., 0], D._quad_scale()
+        pts += [centre - BULK_SCALES * scale, centre + BULK_SCALES * scale]
+    shape = jnp.broadcast_shapes(*(jnp.shape(v) for v in pts))
+    return lax.stop_gradient(jnp.stack([jnp.broadcast_to(v, shape) for v in pts], -1))
+
+
+def _nodes(P, Q, level, extra=None, bulk=False, ascending=False):
     """Nodes (..., n) and log-weights (..., n) covering supp P ∩ supp Q, the pieces split
-    at the distributions' points and at ``extra`` (..., k) if given."""
+    at the distributions' points and at ``extra`` (..., k) if given; with ``ascending``, in
+    increasing order of the nodes (a fixed permutation of the pieces: no sort).
+    :func:`_node_groups` has the same nodes unconcatenated.
+
+    The infinite tails are scaled by the smaller of the two length scales; with ``bulk``,
+    pieces also end at :func:`_bulk_points` and the tails, which then start outside both
+    bulks, by the larger. Without it, the bulk of a distribution far wider than the other
+    lies on tail nodes spaced for the narrower one: integrands that depend on the wider
+    one's shape there (KL, TV; not ``log C_a``, whose integrand the narrower one's tail
+    dominates) lost accuracy with the scale ratio (KL(N(0, 1e3) || Lap(0.3, 1)) 6e-8
+    relative, 5e-6 at 1e4; with ``bulk`` ~1e-15 up to 1e5 either way round, 3e-13 at 1e7,
+    for ~2.1x the nodes)."""
+    xs, lws = _node_groups(P, Q, level, extra, bulk, ascending)
+    return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
+
+
+def _empty(P, Q) -> bool:
+    """Whether the supports are disjoint (then no node carries weight)."""
+    return max(P.lower, Q.lower) >= min(P.upper, Q.upper)
+
+
+def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False):
+    """The nodes of :func:`_nodes` as lists ``xs``, ``lws`` of arrays (..., n_i): the
+    finite pieces, then the upper and the lower end (``ascending``: lower end first).
+    A sum over all nodes is a sum over the groups, without the concatenation (on XLA:CPU
+    a copy at several ns per element)."""
     ts_x, ts_lw, ts_gap, es_logx, es_lw = _rules(level)
     lower = max(P.lower, Q.lower)
     upper = min(P.upper, Q.upper)
     dtype = jnp.result_type(P.dtype, Q.dtype)
     pts = _broadcast_pts(P, Q)
+    if bulk:
+        more = _bulk_points(P, Q)
+        if extra is not None:
+            batch = jnp.broadcast_shapes(extra.shape[:-1], more.shape[:-1])
+            more = jnp.concatenate(
+                [jnp.broadcast_to(v, batch + v.shape[-1:]) for v in (extra, more)], -1
+            )
+        extra = more
     if extra is not None:
         shape = jnp.broadcast_shapes(pts[0].shape[:-1], extra.shape[:-1])
         pts = [jnp.broadcast_to(v, shape + v.shape[-1:]) for v in (*pts, extra)]
     pts = jnp.concatenate(pts, -1).astype(dtype)
     pts = jnp.sort(jnp.clip(pts, lower, upper), axis=-1)
-    scale = jnp.minimum(P._quad_scale(), Q._quad_scale())[..., None].astype(dtype)
+    pick = jnp.maximum if bulk else jnp.minimum
+    scale = pick(P._quad_scale(), Q._quad_scale())[..., None].astype(dtype)
     ts_x = jnp.asarray(ts_x, dtype)
     gap = jnp.asarray(ts_gap, dtype)
     # finite pieces between consecutive points
@@ -88,16 +138,24 @@ def _nodes(P, Q, level, extra=None):
         x, lw = _finite(jnp.full_like(first, lower), first, ts_x, gap, ts_lw, dtype)
         xs.append(x)
         lws.append(lw)
+    if ascending:
+        # each piece's nodes increase (tanh-sinh) and so do the upper tail's; the lower
+        # tail's decrease
+        flip = math.isinf(lower)
+        xs = [xs[-1][..., ::-1] if flip else xs[-1], *xs[:-1]]
+        lws = [lws[-1][..., ::-1] if flip else lws[-1], *lws[:-1]]
     shape = jnp.broadcast_shapes(*(x.shape[:-1] for x in xs))
     xs = [jnp.broadcast_to(x, shape + x.shape[-1:]) for x in xs]
     lws = [jnp.broadcast_to(lw, shape + lw.shape[-1:]) for lw in lws]
-    return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), lower >= upper
+    return xs, lws
 
 
 def _finite(left, right, ts_x, gap, ts_lw, dtype):
     half = 0.5 * (right - left)
     x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
-    lw = fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
+    # one log per piece, stored (sp.stored): XLA would fuse it into every node's weight
+    (log_half,) = sp.stored(half, fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)))
+    lw = log_half + jnp.asarray(ts_lw, dtype)
     lw = jnp.where(half > 0, lw, -jnp.inf)
     return x, lw
 
@@ -132,8 +190,8 @@ def _at_nodes(D, x):
     return jax.tree_util.tree_map(lambda v: jnp.asarray(v)[..., None], D).log_prob(x)
 
 
-def _log_probs(P, Q, level, extra=None):
-    x, lw, disjoint = _nodes(P, Q, level, extra)
+def _log_probs(P, Q, level, extra=None, bulk=False):
+    x, lw, disjoint = _nodes(P, Q, level, extra, bulk)
     lp, lq = _log_probs_at(P, Q, x)
     return lw, lp, lq, disjoint
 
@@ -159,10 +217,8 @@ def _peaks(P, Q, a, level):
     tails, where the plain rule's nodes are already sparse (Gaussian vs a Laplace of scale
     0.1, order 10: a peak 90 Laplace scales out, ~5e-4 relative error without it).
     """
-    x, _, _ = _nodes(P, Q, level)
+    x, _, _ = _nodes(P, Q, level, ascending=True)
     lp, lq = _log_probs_at(P, Q, x)
-    order = jnp.argsort(x, axis=-1)
-    x, lp, lq = (jnp.take_along_axis(v, order, -1) for v in (x, lp, lq))
     f = cat.exponent(jnp.asarray(a)[..., None], lp, lq)
     x = jnp.broadcast_to(x, f.shape)
     mid = f[..., 1:-1]
@@ -220,14 +276,15 @@ def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
 
 
 def kl(P, Q, *, level=DEFAULT_LEVEL):
-    lw, lp, lq, disjoint = _log_probs(P, Q, level)
+    r""":math:`D(P\|Q)` on nodes that also cover both bulks (``_nodes(..., bulk=True)``)."""
     # nodes cover only the common support: when supports differ the identity behind the
     # phi form lacks mass, so integrate p log(p/q) directly; P's mass outside supp Q -> +inf
-    term = cat.kl_terms(lp, lq, normalized=(P.lower, P.upper) == (Q.lower, Q.upper))
-    out = jnp.sum(jnp.exp(lw) * term, axis=-1)
-    if P.lower < Q.lower or P.upper > Q.upper:
-        return jnp.full(out.shape, jnp.inf, out.dtype)
-    if disjoint:
+    normalized = (P.lower, P.upper) == (Q.lower, Q.upper)
+    out = 0.0
+    for x, lw in zip(*_node_groups(P, Q, level, bulk=True), strict=True):
+        lp, lq = _log_probs_at(P, Q, x)
+        out = out + jnp.sum(jnp.exp(lw) * cat.kl_terms(lp, lq, normalized=normalized), axis=-1)
+    if P.lower < Q.lower or P.upper > Q.upper or _empty(P, Q):
         return jnp.full(out.shape, jnp.inf, out.dtype)
     return out
 
@@ -246,10 +303,8 @@ def _crossings(P, Q, level):
     Two crossings between the same two nodes are missed; the area between them is second
     order in their distance, like the error of a crossing placed that far off.
     """
-    x, _, _ = _nodes(P, Q, level)
+    x, _, _ = _nodes(P, Q, level, bulk=True, ascending=True)
     lp, lq = _log_probs_at(P, Q, x)
-    order = jnp.argsort(x, axis=-1)
-    x, lp, lq = (jnp.take_along_axis(v, order, -1) for v in (x, lp, lq))
     above = lp > lq
     change = above[..., 1:] != above[..., :-1]
     top = jnp.maximum(lp, lq)
@@ -284,13 +339,16 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     not depend on the parameters as far as gradients go: the integrand vanishes there, so
     moving a piece end changes the integral only at second order (Leibniz rule)."""
     cross = lax.stop_gradient(_crossings(P, Q, level))
-    lw, lp, lq, disjoint = _log_probs(P, Q, level, cross)
-    out = 0.5 * jnp.sum(jnp.exp(lw) * cat.abs_diff(lp, lq), axis=-1)
-    if (P.lower, P.upper) != (Q.lower, Q.upper):
-        # mass outside the common support counts fully: TV = 1 - int_common min(p, q)
-        overlap = jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
-        out = 1.0 - overlap
-    if disjoint:
+    same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
+    out = 0.0
+    for x, lw in zip(*_node_groups(P, Q, level, cross, bulk=True), strict=True):
+        lp, lq = _log_probs_at(P, Q, x)
+        if same_support:
+            out = out + 0.5 * jnp.sum(jnp.exp(lw) * cat.abs_diff(lp, lq), axis=-1)
+        else:  # mass outside the common support counts fully: TV = 1 - int min(p, q)
+            out = out - jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
+    out = out if same_support else 1.0 + out
+    if _empty(P, Q):
         return jnp.ones(out.shape, out.dtype)
     return out
 
