@@ -58,6 +58,7 @@ import jax.numpy as jnp
 import numpy as np
 from jax.typing import ArrayLike
 
+from jaxdp import _checks
 from jaxdp import _special as sp
 
 __all__ = [
@@ -158,9 +159,12 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
             args = [_list_to_array(a) for a in args]
             kwargs = {k: _list_to_array(v) for k, v in kwargs.items()}
             bound = signature.bind(*args, **kwargs)
-            for name, check in checks.items():
-                if name in bound.arguments:
-                    check(bound.arguments[name], name)
+            present = [name for name in checks if name in bound.arguments]
+            for name in present:
+                checks[name](bound.arguments[name], name)
+            if len(present) > 1:  # array arguments broadcast together
+                shapes = [jnp.shape(bound.arguments[name]) for name in present]
+                _checks.check_broadcast(", ".join(present), *shapes)
             return kernel(*args, **kwargs)
 
         return wrapper

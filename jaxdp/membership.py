@@ -25,7 +25,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp._checks import as_inexact, check_positive, check_unit_interval, is_concrete
+from jaxdp._checks import (
+    as_inexact,
+    check_broadcast,
+    check_positive,
+    check_unit_interval,
+    is_concrete,
+)
 from jaxdp.conversions import max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
 
 __all__ = [
@@ -363,7 +369,7 @@ def best_advantage_laplace(
     _check_nonnegative("epsilon", epsilon)
     check_positive("sensitivity", sensitivity)
     eps, s = as_inexact(epsilon, sensitivity)
-    eps = jnp.broadcast_to(eps, jnp.broadcast_shapes(eps.shape, s.shape))
+    eps = jnp.broadcast_to(eps, check_broadcast("epsilon, sensitivity", eps.shape, s.shape))
     dtype = eps.dtype
     bad = jnp.isnan(eps) | (eps < 0)
     # A priori: Adv_1 = 1 - e^{-eps/2} <= Adv_n <= 1. Above `cap` that interval is shorter
@@ -415,6 +421,7 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
     check_positive("sigma", sigma)
     check_positive("sensitivity", sensitivity)
     sig, s = as_inexact(sigma, sensitivity)
+    check_broadcast("sigma, sensitivity", sig.shape, s.shape)
     z = math.sqrt(n) * s / (2.0 * math.sqrt(2.0) * sig)
     small = z < 1.0
     return jnp.where(
@@ -492,7 +499,7 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     _check_nonnegative("epsilon", epsilon)
     check_unit_interval("delta", delta)
     eps, dlt = as_inexact(epsilon, delta)
-    shape = jnp.broadcast_shapes(eps.shape, dlt.shape)
+    shape = check_broadcast("epsilon, delta", eps.shape, dlt.shape)
     eps = jnp.broadcast_to(eps, shape)
     budget = n * eps
     yeom = jnp.expm1(budget)

@@ -19,6 +19,7 @@ import pytest
 from jax.test_util import check_grads
 from scipy.special import logsumexp
 
+import jaxdp as jd
 from jaxdp import conversions as cv
 from jaxdp.membership import membership_bounds
 
@@ -432,3 +433,27 @@ def test_nan_and_out_of_range_arguments_raise_naming_them():
     # a numpy integer is an integer (was: "k must be an integer >= 2, got np.int64(3)")
     P, _ = mechanisms.randomized_response(1.0, k=np.int64(3))
     assert P.log_probs.shape[-1] == 3
+
+
+@pytest.mark.parametrize(
+    "call, names",
+    [
+        (lambda: jd.max_tv_eps_delta_dp(np.ones(3), np.full(2, 0.1)), "eps, delta"),
+        (lambda: jd.max_tv_eps_dp_chernoff_bound(np.ones(3), np.ones(2)), "eps, n"),
+        (lambda: jd.paper.eq40(np.ones(3), np.full(2, 0.1)), "eps, delta"),
+        (lambda: jd.paper.eq34(np.ones(3), np.ones(2), 1.0), "shift, b, theta"),
+        (lambda: jd.membership_bounds(np.ones(3), delta=np.full(2, 0.1)), "epsilon, delta"),
+        (
+            lambda: jd.best_advantage_laplace(np.ones(3), sensitivity=np.ones(2)),
+            "epsilon, sensitivity",
+        ),
+        (
+            lambda: jd.best_advantage_gaussian(np.ones(3), sensitivity=np.ones(2)),
+            "sigma, sensitivity",
+        ),
+    ],
+)
+def test_unbroadcastable_arguments_are_named(call, names):
+    # numpy's or JAX's own message ("mul got incompatible shapes") named no argument
+    with pytest.raises(ValueError, match=f"^{names}: batch shapes .* do not broadcast"):
+        call()
