@@ -379,7 +379,9 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
         g = jnp.log(m) - log_target
         dg = sigma * dm / m
         lo = jnp.where(g < 0, z, lo)
-        hi = jnp.where(g > 0, z, hi)
+        # (also where g rounds to 0 above the budget: a Newton step of 0 from the nudged
+        # point returned there, and the nudges ran out; float32 TV of compositions)
+        hi = jnp.where((g > 0) | (m > c), z, hi)
         newton_ok = jnp.isfinite(g) & jnp.isfinite(dg) & (dg > 0)
         step = jnp.clip(-g / jnp.where(newton_ok, dg, 1.0), -_MAX_STEP, _MAX_STEP)
         step = jnp.where(newton_ok, step, jnp.where(g > 0, -_MAX_STEP, _MAX_STEP))
