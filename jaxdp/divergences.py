@@ -14,6 +14,7 @@ from jax import lax
 
 from jaxdp import _checks, _jit
 from jaxdp import _special as sp
+from jaxdp.chernoff import _grad2, _setup
 from jaxdp.coefficient import (
     check_pair,
     group_product,
@@ -83,8 +84,6 @@ def _renyi(P, Q, order, with_kl=True):
         # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
         # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The
         # KL branch alone has none (it was 0): a term that is 0 and has that derivative.
-        from jaxdp.chernoff import _grad2, _setup  # (chernoff imports this module's peers)
-
         one = jnp.ones_like(safe)
         _, curvature = _grad2(P, Q, _setup(P, Q), one)
         curvature = jnp.where(jnp.isfinite(curvature), curvature, 0.0)

@@ -286,7 +286,11 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     tails = [math.isinf(min(P.upper, Q.upper)), math.isinf(max(P.lower, Q.lower))]
     for x, lw, tail in zip(xs, lws, [False] * (len(xs) - 2) + tails, strict=True):
         lp, lq = _log_probs_at(P, Q, x)
-        terms = jnp.exp(lw) * cat.kl_terms(lp, lq, normalized=normalized)
+        # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
+        # density vanishes: 0 * inf)
+        terms = jnp.where(
+            lw > -jnp.inf, jnp.exp(lw) * cat.kl_terms(lp, lq, normalized=normalized), 0.0
+        )
         out = out + jnp.sum(terms, axis=-1)
         if tail:
             # A convergent tail's contributions fall off at the outermost nodes (~1e12
@@ -354,10 +358,13 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     out = 0.0
     for x, lw in zip(*_node_groups(P, Q, level, cross, bulk=True), strict=True):
         lp, lq = _log_probs_at(P, Q, x)
+        live = lw > -jnp.inf  # (empty pieces: see kl)
         if same_support:
-            out = out + 0.5 * jnp.sum(jnp.exp(lw) * cat.abs_diff(lp, lq), axis=-1)
+            terms = jnp.where(live, jnp.exp(lw) * cat.abs_diff(lp, lq), 0.0)
+            out = out + 0.5 * jnp.sum(terms, axis=-1)
         else:  # mass outside the common support counts fully: TV = 1 - int min(p, q)
-            out = out - jnp.sum(jnp.exp(lw + jnp.minimum(lp, lq)), axis=-1)
+            terms = jnp.where(live, jnp.exp(lw + jnp.minimum(lp, lq)), 0.0)
+            out = out - jnp.sum(terms, axis=-1)
     out = out if same_support else 1.0 + out
     if _empty(P, Q):
         return jnp.ones(out.shape, out.dtype)
