@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import functools
 
+import jax
 import jax.numpy as jnp
 import numpy as np
 from jax import lax
 
 from jaxdp import _checks, _jit
 from jaxdp import _special as sp
-from jaxdp.chernoff import _grad2, _setup
+from jaxdp.chernoff import _grad2, _setup, _swap_mask
 from jaxdp.coefficient import (
     check_pair,
     group_product,
@@ -84,13 +85,45 @@ def _renyi(P, Q, order, with_kl=True):
         # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
         # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The
         # KL branch alone has none (it was 0): a term that is 0 and has that derivative.
-        one = jnp.ones_like(safe)
-        _, curvature = _grad2(P, Q, _setup(P, Q), one)
-        curvature = jnp.where(jnp.isfinite(curvature), curvature, 0.0)
-        tangent = order - lax.stop_gradient(order)  # 0, derivative 1
-        at_one = _kl(P, Q) + 0.5 * tangent * curvature
+        kl_ = _kl(P, Q)
+        # (KL = inf: D_l grows without bound as l -> 1 from below, a slope of +inf)
+        slope = jnp.where(kl_ == jnp.inf, jnp.inf, 0.5 * _curvature_at_one(P, Q))
+        at_one = kl_ + _zero_with_slope(order, slope, is_one)
         value = jnp.where(is_one, at_one, value)
     return nan_where_invalid(P, Q, value)
+
+
+def _curvature_at_one(P, Q):
+    r""":math:`L''(1)`, :math:`L = \log C`, as a constant (no parameter gradient: at extreme
+    scale ratios its own derivative overflows). Pairs whose constants overflow at
+    :math:`\alpha = 1` are mirrored, as the solver does: :math:`L_{PQ}(a) = L_{QP}(1 - a)`."""
+    P, Q = lax.stop_gradient((P, Q))
+    a = jnp.ones(
+        jnp.broadcast_shapes(P.batch_shape, Q.batch_shape), jnp.result_type(P.dtype, Q.dtype)
+    )
+    swap = _swap_mask(P, Q)
+    if swap is not None:
+        P, Q = (
+            jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
+            for A, B in ((P, Q), (Q, P))
+        )
+        a = jnp.where(swap, 0.0, a)
+    return _grad2(P, Q, _setup(P, Q), a)[1]
+
+
+@jax.custom_jvp
+def _zero_with_slope(order, slope, where):
+    """0, shaped like ``order`` and ``slope``, with derivative ``slope`` in ``order`` where
+    ``where`` (``slope`` may be inf, e.g. Var_P[log p/q]: the value never reads it)."""
+    return jnp.zeros(jnp.broadcast_shapes(jnp.shape(order), jnp.shape(slope)), slope.dtype)
+
+
+@_zero_with_slope.defjvp
+def _zero_with_slope_jvp(primals, tangents):
+    order, slope, where = primals
+    out = _zero_with_slope(order, slope, where)
+    # (0 elsewhere: an infinite slope times the zero cotangent of an unselected order is nan)
+    return out, tangents[0] * jnp.where(where, slope, 0.0)
 
 
 def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:

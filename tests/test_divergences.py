@@ -688,6 +688,34 @@ def test_renyi_order_derivative_at_one_is_half_the_log_ratio_variance():
             assert _rel(d_q.loc, want.loc) < 1e-14 and _rel(d_q.scale, want.scale) < 1e-14
 
 
+def test_renyi_order_derivative_at_one_at_extreme_scale_ratios():
+    # The curvature at 1 overflowed for Gaussian scale ratios ~1e155+ (nan in the value's
+    # own parameter gradient, also at other orders once the order-1 branch is traced in,
+    # and a slope of 0); it is now taken from the mirrored pair, as the solver does, and
+    # is a constant to the parameter gradient. Where KL or Var_P[log p/q] is infinite, the
+    # slope is +inf, not 0.
+    def f(s, order):
+        return jd.renyi(jd.Gaussian(0.0, s[0]), jd.Gaussian(0.0, s[1]), order)
+
+    s = jnp.asarray([1.0, 1e160])
+    kl_grad = np.asarray(
+        jax.grad(lambda s: jd.kl(jd.Gaussian(0.0, s[0]), jd.Gaussian(0.0, s[1])))(s)
+    )
+    for order in (0.5, 1.0):  # traced: the order-1 branch is compiled in
+        got = np.asarray(jax.jit(jax.grad(f))(s, order))
+        want = kl_grad if order == 1.0 else np.array([-1.0, 1e-160])
+        np.testing.assert_allclose(got, want, rtol=1e-12)
+    # (1 - s1^2/s2^2)^2/4 for equal centres
+    slope = jax.jit(jax.grad(lambda o, s: f(s, o)))
+    assert _rel(slope(1.0, s), 0.25) < 1e-12
+    assert slope(1.0, jnp.asarray([1.0, 1e-100])) == np.inf
+    P, Q = (
+        jd.Categorical(jnp.asarray([0.5, 0.5, 0.0])),
+        jd.Categorical(jnp.asarray([0.0, 0.4, 0.6])),
+    )
+    assert jax.grad(lambda o: jd.renyi(P, Q, o))(1.0) == np.inf  # KL = inf
+
+
 def test_kl_of_heavy_tails_diverges_where_the_integral_does():
     # KL(P || Q) with P's tails heavier than log q can pay for: the integrand does not decay
     # (Cauchy vs Laplace ~ 1/(pi x), vs Gaussian ~ 1/(2 pi), Student t(1.5) vs Gaussian ~

@@ -68,3 +68,10 @@ def test_kl_and_tv_of_pairs_with_scale_ratios_up_to_1e5_vs_mpmath():
     rel = np.abs(np.asarray(got) / np.asarray(want) - 1)
     # measured: 7e-16 at most (was up to 6e-5)
     assert rel.max() < 1e-13, rel
+
+
+def test_tv_of_pairs_far_apart_is_one_not_above():
+    # the rule's rounding gave 1 + 2e-15 at 1e3 scales apart, 1 + 2e-6 at 1e12
+    d = np.asarray([1e3, 1e4, 1e6, 1e8, 1e12])
+    tv = np.asarray(jd.tv(jd.Laplace(0.0, 1.0), jd.Gaussian(d, 1.0)))
+    assert np.all(tv == 1.0), tv
