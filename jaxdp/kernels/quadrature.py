@@ -169,9 +169,7 @@ def _shared_ends(pts):
 def _finite(left, right, ts_x, gap, ts_lw, dtype):
     half = 0.5 * (right - left)
     x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
-    # one log per piece, stored (sp.stored): XLA would fuse it into every node's weight
-    (log_half,) = sp.stored(half, fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)))
-    lw = log_half + jnp.asarray(ts_lw, dtype)
+    lw = fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
     lw = jnp.where(half > 0, lw, -jnp.inf)
     return x, lw
 
