@@ -501,6 +501,14 @@ def _swap_mask(P, Q):
     return kernel.swap_mask(P, Q) if hasattr(kernel, "swap_mask") else None
 
 
+def _mirror(swap, P, Q):
+    """``(Q, P)`` where ``swap``, ``(P, Q)`` elsewhere (elementwise over the batch)."""
+    return (
+        jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), P, Q),
+        jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), Q, P),
+    )
+
+
 def _signed_step(P, Q) -> bool:
     """Whether the loop reads the signs of f' from its step (``signed_step``); a kernel
     module may opt out with ``SIGNED_STEP = False``, as discrete Laplace does (10-19% slower
@@ -557,10 +565,7 @@ def _implicit_alpha_jvp(primals, tangents):
     if swap is not None:
         # pairs the solver took as (Q, P) (constants overflow the other way round):
         # f_PQ(a) = f_QP(1 - a), so f_PQ' = -f_QP' there and f'' is the same
-        def pick(A, B):
-            return jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
-
-        P, Q, tP, tQ = pick(P, Q), pick(Q, P), pick(tP, tQ), pick(tQ, tP)
+        (P, Q), (tP, tQ) = _mirror(swap, P, Q), _mirror(swap, tP, tQ)
         a_eval = jnp.where(swap, 1.0 - a_star, a_star)
         sign = jnp.where(swap, -1.0, 1.0)
 
@@ -669,10 +674,7 @@ def _chernoff(P, Q, method, max_steps):
     Ps, Qs = lax.stop_gradient(P), lax.stop_gradient(Q)
     swap = _swap_mask(Ps, Qs)
     if swap is not None:  # solved as (Q, P), whose optimum is 1 - alpha*, f' negated
-        Ps, Qs = (
-            jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
-            for A, B in ((Ps, Qs), (Qs, Ps))
-        )
+        Ps, Qs = _mirror(swap, Ps, Qs)
     res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
     if swap is not None:
         res = res._replace(

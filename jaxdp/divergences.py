@@ -15,7 +15,7 @@ from jax import lax
 
 from jaxdp import _checks, _jit
 from jaxdp import _special as sp
-from jaxdp.chernoff import _grad2, _setup, _swap_mask
+from jaxdp.chernoff import _grad2, _mirror, _setup, _swap_mask
 from jaxdp.coefficient import (
     check_pair,
     group_product,
@@ -103,10 +103,7 @@ def _curvature_at_one(P, Q):
     )
     swap = _swap_mask(P, Q)
     if swap is not None:
-        P, Q = (
-            jax.tree_util.tree_map(lambda x, y: jnp.where(swap, y, x), A, B)
-            for A, B in ((P, Q), (Q, P))
-        )
+        P, Q = _mirror(swap, P, Q)
         a = jnp.where(swap, 0.0, a)
     return _grad2(P, Q, _setup(P, Q), a)[1]
 
