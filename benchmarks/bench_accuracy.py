@@ -30,6 +30,7 @@ The ``checks`` list in the JSON records pass/fail of the accuracy thresholds
 from __future__ import annotations
 
 import argparse
+import functools
 import importlib.util
 import math
 import sys
@@ -683,10 +684,16 @@ def section_quadrature(levels, R=None, *, float32_levels=None, families=None) ->
                         for a in alphas
                     ]
                 )
+        m1, b1, m2, b2 = (jnp.asarray(v, jnp.float64) for v in params)
+        return np.asarray(closed_form(family, m1, b1, m2, b2, jnp.asarray(alphas)))
+
+    # jitted: run eagerly, each of the kernel's operations was compiled on its own (~70
+    # small programs, seconds)
+    @functools.partial(jax.jit, static_argnums=0)
+    def closed_form(family, m1, b1, m2, b2, a):
         kernel = kl_ if family == "Laplace" else kg
         cp, cq = classes[family]
-        m1, b1, m2, b2 = (jnp.asarray(v, jnp.float64) for v in params)
-        return np.asarray(kernel.log_bc(cp(m1, b1), cq(m2, b2), jnp.asarray(alphas)))
+        return kernel.log_bc(cp(m1, b1), cq(m2, b2), a)
 
     def quad_all(level, arrays, a):
         out = {}
@@ -722,7 +729,7 @@ def section_quadrature(levels, R=None, *, float32_levels=None, families=None) ->
                 row[f"{family}_{dname}"] = float(np.max(np.abs(q - ref) / np.abs(ref)))
         try:
             P = jd.Laplace(jnp.asarray(0.0), jnp.asarray(1.0))
-            x, _, _ = kq._nodes(P, P, level)
+            x = jax.eval_shape(lambda P, n=level: kq._nodes(P, P, n)[0], P)
             row["nodes_per_pair"] = int(x.shape[-1])
         except Exception:  # private helper; the count is informative only
             row["nodes_per_pair"] = None
