@@ -30,8 +30,10 @@ _RUN_CACHE = "JAXDP_TEST_RUN_XLA_CACHE"
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controlling process (or a run without -n)
         config._jaxdp_run_cache = os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="jaxdp-xla-")
-    jax.config.update("jax_compilation_cache_dir", os.environ[_RUN_CACHE])
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
+    path = os.environ.get(_RUN_CACHE)  # (a worker on another host has none: no cache)
+    if path:
+        jax.config.update("jax_compilation_cache_dir", path)
+        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.1)
 
 
 def pytest_unconfigure(config):
