@@ -425,6 +425,65 @@ def test_renyi_of_densities_vanishing_at_a_support_bound():
     assert _rel(tu, want_tu).max() < 1e-13 and _rel(ge, want_ge).max() < 1e-13, (tu, ge)
 
 
+def test_renyi_at_support_bounds_other_than_zero_and_parameter_gradients():
+    # Near a bound other than 0 the rule's outermost nodes round onto it (5 + 1e-17 == 5),
+    # where 2(x - 5) vanishes: every order above 1 was +inf. They now sit one float inside
+    # (missing ~ulp(5)^(1-s) of the integral) and the exponent comes from the nodes nearest
+    # the bound; the same at an upper bound (even 1: 1 - 1e-17 == 1).
+    orders = np.asarray([1.1, 1.5, 2.0, 3.0])
+    want = [math.log(2.0 ** (1 - a) / (2 - a)) / (a - 1) for a in orders[:2]]
+    U = jd.Density(lambda x: jnp.zeros_like(x), lower=5.0, upper=6.0)
+    T = jd.Density(lambda x: jnp.log(2.0 * (x - 5.0)), lower=5.0, upper=6.0)
+    U1 = jd.Density(lambda x: jnp.zeros_like(x), lower=0.0, upper=1.0)
+    R = jd.Density(lambda x: jnp.log(2.0 * (1.0 - x)), lower=0.0, upper=1.0)
+    for got in (np.asarray(jd.renyi(U, T, orders)), np.asarray(jd.renyi(U1, R, orders))):
+        assert np.all(got[2:] == np.inf), got
+        # measured: 6e-14 and 1.2e-13 (order 1.1: D = log C/(a - 1) is 10x log C's error),
+        # 4.4e-8 and 2.9e-8 (s = 1/2: ~ulp(5)^(1/2) ~ 3e-8 of the integral missing)
+        assert _rel(got[0], want[0]) < 1e-12 and _rel(got[1], want[1]) < 1e-7, got
+
+    # a parametrized density whose log vanishes at the bound: (k + 1) x^k on (0, 1).
+    # The empty pieces' nodes sat on x = 0, where k log x = -inf: its gradient in k came
+    # back through the mask as 0 * inf = nan. KL(U || Q_k) = k - log(k + 1); Rényi of order
+    # a: log((k + 1)^(1-a) / (1 - k(a - 1))) / (a - 1) for k(a - 1) < 1.
+    def Qk(k):
+        return jd.Density(
+            lambda x, k: jnp.log(k + 1.0) + k * jnp.log(x), params=k, lower=0.0, upper=1.0
+        )
+
+    def renyi_k(k, a=1.5):
+        return jd.renyi(U1, Qk(k), a)
+
+    k = 0.5
+    g_kl = jax.grad(lambda k: jd.kl(U1, Qk(k)))(k)
+    g_r = jax.grad(renyi_k)(k)
+    assert _rel(float(g_kl), 1.0 - 1.0 / (k + 1.0)) < 1e-12, g_kl
+    # d/dk [(1 - a) log(k + 1) - log(1 - k(a - 1))] / (a - 1) at a = 3/2
+    want_r = (-0.5 / (k + 1.0) + 0.5 / (1.0 - 0.5 * k)) / 0.5
+    # (measured 1.1e-11: the value's own truncation, 9e-9 at s = 1/2, is nearly constant in k)
+    assert _rel(float(g_r), want_r) < 1e-9, (g_r, want_r)
+    assert np.isfinite(float(jax.grad(lambda k: jd.chernoff(U1, Qk(k)).information)(k)))
+
+
+def test_renyi_of_mixed_pairs_far_apart_is_finite():
+    # Gaussian vs a Laplace far from it, order 2: the log-integrand at the pieces' ends there
+    # is ~-1e14 (float64) or ~-1e5 (float32), where its rounding exceeds any exponent the
+    # end test could read; it read one and gave +inf (its first version)
+    from references import mp_reference as R
+
+    cases = [
+        (np.float64, 0.0, 1.0, 1e7, 1.0, 2.0, 1e-10),
+        (np.float32, 0.0, 1.0, 300.0, 1.0, 2.0, 1e-6),
+    ]
+    for dtype, m1, s1, m2, b2, a, tol in cases:
+        got = jd.renyi(
+            jd.Gaussian(dtype(m1), dtype(s1)), jd.Laplace(dtype(m2), dtype(b2)), dtype(a)
+        )
+        with mp.workdps(40):
+            want = float(R.renyi(R.Gaussian(m1, s1), R.Laplace(m2, b2), a))
+        assert _rel(float(got), want) < tol, (dtype, got, want)
+
+
 @pytest.mark.parametrize("dtype, rtol", [(np.float64, 1e-12), (np.float32, 2e-6)])
 def test_gaussian_divergences_at_scale_ratios_beyond_float_range_of_their_square(dtype, rtol):
     # Scale ratios past ~1e154 (float32 ~1.8e19), the narrow law as P and as Q, centres 0,

@@ -16,6 +16,7 @@ pair) ~2e-15 on Laplace, Gaussian and Laplace-vs-Gaussian pairs.
 
 from __future__ import annotations
 
+import functools
 import math
 
 import jax
@@ -90,16 +91,20 @@ def _empty(P, Q) -> bool:
     return max(P.lower, Q.lower) >= min(P.upper, Q.upper)
 
 
-def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False):
+def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False, ends=False):
     """The nodes of :func:`_nodes` as lists ``xs``, ``lws`` of arrays (..., n_i): the
     finite pieces, then the upper and the lower end (``ascending``: lower end first).
     A sum over all nodes is a sum over the groups, without the concatenation (on XLA:CPU
-    a copy at several ns per element)."""
+    a copy at several ns per element).
+
+    With ``ends`` (not with ``ascending``), also each group's piece ends: ``(left, right)``,
+    each (..., pieces, 1), for tanh-sinh pieces; ``(inner, None)``, (..., 1), for a tail."""
     ts_x, ts_lw, ts_gap, es_logx, es_lw = _rules(level)
     lower = max(P.lower, Q.lower)
     upper = min(P.upper, Q.upper)
     dtype = jnp.result_type(P.dtype, Q.dtype)
     pts = _broadcast_pts(P, Q)
+    nudge = _bounded(P, Q)
     if bulk:
         more = _bulk_points(P, Q)
         if extra is not None:
@@ -118,26 +123,31 @@ def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False):
     ts_x = jnp.asarray(ts_x, dtype)
     gap = jnp.asarray(ts_gap, dtype)
     # finite pieces between consecutive points
-    x, lw = _finite(pts[..., :-1, None], pts[..., 1:, None], ts_x, gap, ts_lw, dtype)
+    x, lw = _finite(pts[..., :-1, None], pts[..., 1:, None], ts_x, gap, ts_lw, dtype, nudge)
     xs = [x.reshape(x.shape[:-2] + (-1,))]
     lws = [lw.reshape(lw.shape[:-2] + (-1,))]
+    piece_ends = [(pts[..., :-1, None], pts[..., 1:, None])]
     ex = jnp.exp(jnp.asarray(es_logx, dtype))
     elw = jnp.asarray(es_lw, dtype) + fm.log(scale)
     first, last = pts[..., :1], pts[..., -1:]
     if math.isinf(upper):
         xs.append(last + scale * ex)
         lws.append(jnp.broadcast_to(elw, last.shape[:-1] + ex.shape))
+        piece_ends.append((last, None))
     else:
-        x, lw = _finite(last, jnp.full_like(last, upper), ts_x, gap, ts_lw, dtype)
+        x, lw = _finite(last, jnp.full_like(last, upper), ts_x, gap, ts_lw, dtype, nudge)
         xs.append(x)
         lws.append(lw)
+        piece_ends.append((last[..., None], jnp.full_like(last, upper)[..., None]))
     if math.isinf(lower):
         xs.append(first - scale * ex)
         lws.append(jnp.broadcast_to(elw, first.shape[:-1] + ex.shape))
+        piece_ends.append((first, None))
     else:
-        x, lw = _finite(jnp.full_like(first, lower), first, ts_x, gap, ts_lw, dtype)
+        x, lw = _finite(jnp.full_like(first, lower), first, ts_x, gap, ts_lw, dtype, nudge)
         xs.append(x)
         lws.append(lw)
+        piece_ends.append((jnp.full_like(first, lower)[..., None], first[..., None]))
     if ascending:
         # each piece's nodes increase (tanh-sinh) and so do the upper tail's; the lower
         # tail's decrease
@@ -147,6 +157,8 @@ def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False):
     shape = jnp.broadcast_shapes(*(x.shape[:-1] for x in xs))
     xs = [jnp.broadcast_to(x, shape + x.shape[-1:]) for x in xs]
     lws = [jnp.broadcast_to(lw, shape + lw.shape[-1:]) for lw in lws]
+    if ends:
+        return xs, lws, piece_ends
     return xs, lws
 
 
@@ -166,12 +178,32 @@ def _shared_ends(pts):
     return jnp.stack(out, -1)
 
 
-def _finite(left, right, ts_x, gap, ts_lw, dtype):
+def _finite(left, right, ts_x, gap, ts_lw, dtype, nudge=True):
     half = 0.5 * (right - left)
     x = jnp.where(ts_x < 0, left + half * gap, right - half * gap)
     lw = fm.log(jnp.maximum(half, jnp.finfo(dtype).tiny)) + jnp.asarray(ts_lw, dtype)
-    lw = jnp.where(half > 0, lw, -jnp.inf)
+    # nodes closer to an end than its rounding (left + 1e-17 half == left unless the end is
+    # 0) sat on it, where a density may vanish: p^a q^(1-a) was +inf at orders above 1
+    # (U(5, 6) vs 2(x - 5), also where it converges). One float inside instead: the weight
+    # keeps the mass next to the end (dropping those nodes lost ~ulp(end)/scale of it: TV of
+    # pairs 1e12 scales apart came out 1 - 2e-5). A piece an ulp or two wide (a peak of the
+    # integrand next to a bound, see _peaks) has no float inside for some: they carry nothing.
+    # Only where a support bound is finite (``nudge``): elsewhere both densities are
+    # positive at every piece end, and the nudge cost the Chernoff solver of a Laplace vs a
+    # Gaussian ~10 compiled kernels.
+    if not nudge:
+        return x, jnp.where(half > 0, lw, -jnp.inf)
+    l0, r0 = lax.stop_gradient((left, right))  # (nextafter has no derivative rule)
+    step_in = jnp.nextafter(l0, r0) - l0
+    step_back = jnp.nextafter(r0, l0) - r0
+    x = jnp.where(x == left, left + step_in, jnp.where(x == right, right + step_back, x))
+    lw = jnp.where((half > 0) & (x > left) & (x < right), lw, -jnp.inf)
     return x, lw
+
+
+def _bounded(P, Q) -> bool:
+    """Whether the common support has a finite bound (where a density may vanish)."""
+    return math.isfinite(max(P.lower, Q.lower)) or math.isfinite(min(P.upper, Q.upper))
 
 
 def _outer_tail_nodes(P, Q, level):
@@ -206,14 +238,44 @@ def _at_nodes(D, x):
 
 def _log_probs(P, Q, level, extra=None, bulk=False):
     x, lw, disjoint = _nodes(P, Q, level, extra, bulk)
-    lp, lq = _log_probs_at(P, Q, x)
+    lp, lq = _log_probs_at(P, Q, x, lw, _live_point(P, Q, [x], [lw]))
     return lw, lp, lq, disjoint
 
 
-def _log_probs_at(P, Q, x):
+def _log_probs_at(P, Q, x, lw=None, live_point=None):
+    """``log p``, ``log q`` at ``x``; with ``lw`` and ``live_point`` (:func:`_live_point`),
+    nodes without weight are evaluated at the live point instead.
+
+    Those nodes (empty pieces, nodes rounded onto an end) sit on a piece end, often a support
+    bound where a density vanishes. Their contributions are masked, but a log-density with
+    a parameter, ``(k - 1) log x`` at ``x = 0``, still sent ``0 * inf = nan`` back through
+    the mask into ``dk`` (Rényi, KL, the Chernoff information of a parametrized
+    :class:`~jaxdp.Density`)."""
+    if live_point is not None:
+        x = jnp.where(lw > -jnp.inf, x, live_point)
     lp = _at_nodes(P, x)
     lq = _at_nodes(Q, x)
     return jnp.where(jnp.isnan(lp), -jnp.inf, lp), jnp.where(jnp.isnan(lq), -jnp.inf, lq)
+
+
+def _live_point(P, Q, xs, lws):
+    """A node with weight, (..., 1), from the groups ``xs``, ``lws`` (any node where there
+    is none: disjoint supports); no gradient (a stand-in point only). ``None`` (no stand-in
+    needed) where the support has no finite bound: both densities are positive at every
+    node then."""
+    if not _bounded(P, Q):
+        return None
+    point, found = None, None
+    for x, lw in zip(xs, lws, strict=True):
+        k = jnp.argmax(lw, axis=-1, keepdims=True)
+        best = jnp.take_along_axis(x, k, -1)
+        alive = jnp.take_along_axis(lw, k, -1) > -jnp.inf
+        if point is None:
+            point, found = best, alive
+        else:
+            point = jnp.where(~found & alive, best, point)
+            found = found | alive
+    return lax.stop_gradient(point)
 
 
 #: :func:`log_bc` makes at most this many local maxima of its integrand breakpoints.
@@ -252,12 +314,16 @@ def _peaks(P, Q, a, level):
     return jnp.where(used, jnp.where(inside, vertex, x1), spare)
 
 
-def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True):
+def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
     """``log C_a`` on nodes whose pieces also end at the integrand's peaks (:func:`_peaks`;
     ``peaks=False``: the plain rule). The peaks are breakpoints only, so they carry no
-    gradient: moving a piece end changes the rule, not the integral."""
+    gradient: moving a piece end changes the rule, not the integral. ``above_one=False``
+    promises ``a`` in [0, 1] and skips the tests for a diverging integral (tails that do not
+    decay, :func:`_singular_ends`), which only orders above 1 can have."""
     extra = lax.stop_gradient(_peaks(P, Q, a, level)) if peaks else None
-    lw, lp, lq, disjoint = _log_probs(P, Q, level, extra)
+    xs, lws, piece_ends = _node_groups(P, Q, level, extra, ends=True)
+    x, lw, disjoint = jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
+    lp, lq = _log_probs_at(P, Q, x, lw, _live_point(P, Q, xs, lws))
     if disjoint:
         return jnp.full(jnp.shape(lw)[:-1], -jnp.inf, lw.dtype)
     a_ = jnp.asarray(a)[..., None]
@@ -269,6 +335,8 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True):
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         deficit = jnp.full_like(deficit, jnp.inf)  # the identity needs both masses on the nodes
     out = cat.combine(a, direct, deficit)
+    if not above_one:  # a in [0, 1]: the integral converges (p^a q^(1-a) <= p + q)
+        return out
     # a > 1 (Rényi orders above 1): the integral diverges when p^a q^(1-a) does not decay
     # along an infinite tail (grows, or stays flat: exponentials whose rates combine to
     # zero); the outermost tail nodes (~1e11 length scales out) detect it.
@@ -280,50 +348,76 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True):
         end = expo[..., last]
         size = jnp.abs(a_[..., 0] * lp[..., last]) + jnp.abs((1.0 - a_[..., 0]) * lq[..., last])
         growing = growing | ((end >= expo[..., prev] - 64 * eps * size) & (end > -jnp.inf))
-    growing = growing | _singular_ends(lw, expo, P, Q, level)
+    bounds = [b for b in (max(P.lower, Q.lower), min(P.upper, Q.upper)) if math.isfinite(b)]
+    growing = growing | _singular_ends(xs, piece_ends, lw, expo, bounds)
     return jnp.where((jnp.asarray(a) > 1) & growing, jnp.inf, out)
 
 
-def _singular_ends(lw, expo, P, Q, level):
+def _singular_ends(xs, piece_ends, lw, expo, bounds):
     r"""Whether the log-integrand ``expo`` has a non-integrable singularity at a piece end
-    (batch-shaped bools; for :func:`log_bc` at ``a > 1``): either end of a finite piece, the
-    inner end of an infinite tail.
+    or a finite support bound (batch-shaped bools; for :func:`log_bc` at ``a > 1``).
+    ``xs``, ``piece_ends``: :func:`_node_groups` with ``ends``; ``lw``, ``expo``: over the
+    concatenated nodes; ``bounds``: the finite support bounds.
 
     Next to an end at distance :math:`d` an integrand :math:`\sim d^{-s}` is integrable iff
-    :math:`s < 1`. The two nodes nearest an end lie at :math:`d_0 < d_1` from it, a ratio
-    fixed by the rule, so :math:`s = (e_0 - e_1)/\log(d_1/d_0)`. At a support bound where
-    ``q`` vanishes like :math:`d^k` and ``p`` does not, :math:`p^a q^{1-a} \sim
+    :math:`s < 1`. From the live node nearest an end, at :math:`d_0`, and the nearest one
+    farther out, at :math:`d_1`, :math:`s = (e_0 - e_1)/\log(d_1/d_0)`. At a support bound
+    where ``q`` vanishes like :math:`d^k` and ``p`` does not, :math:`p^a q^{1-a} \sim
     d^{-(a-1)k}`: U(0, 1) against ``2x`` at order 2 diverges (:math:`s = 1`; its quadrature
     came out 2.99), at order 1.5 (:math:`s = 1/2`) it converges, to :math:`\sqrt 2`. Ends
-    where the integrand is smooth have :math:`s \approx 0`.
+    where the integrand is smooth have :math:`s \approx 0`. The bounds are judged over all
+    nodes too: a breakpoint next to one (a peak of the integrand, :func:`_peaks`) can leave
+    a piece too short to resolve. Where the exponents' rounding could move the estimate by
+    1/4 (a log-integrand ~1e14 in float64, far out in a tail, where it is negligible) an end
+    is not judged. An :math:`s` of 1 with a logarithmic factor (``q ~ x sqrt(-log x)``) is
+    beyond two nodes: it reads as below 1.
     """
-    ts_x, _, gap, es_logx, _ = _rules(level)
-    n_ts, n_es = ts_x.shape[0], es_logx.shape[0]
-    finite = [math.isfinite(min(P.upper, Q.upper)), math.isfinite(max(P.lower, Q.lower))]
-    sizes = [n_ts if f else n_es for f in finite]
-    n_pieces = (lw.shape[-1] - sum(sizes)) // n_ts
-    starts = [j * n_ts for j in range(n_pieces)]
-    starts += [n_pieces * n_ts, n_pieces * n_ts + sizes[0]]  # the upper, the lower end
-    ts_starts = np.asarray(
-        [st for st, f in zip(starts, [True] * n_pieces + finite, strict=True) if f]
-    )
-    tails = np.asarray([st for st, f in zip(starts[n_pieces:], finite, strict=True) if not f], int)
-    ts_ratio = math.log(gap[1] / gap[0])  # the rule is symmetric: the right ends too
-    ends = [
-        (ts_starts, ts_starts + 1, ts_ratio),
-        (ts_starts + n_ts - 1, ts_starts + n_ts - 2, ts_ratio),
-        (tails, tails + 1, float(es_logx[1] - es_logx[0])),  # x = end -+ scale e^es_logx
-    ]
     eps = jnp.finfo(expo.dtype).eps
-    out = jnp.zeros(lw.shape[:-1], bool)
-    for i0, i1, log_ratio in ends:
-        if i0.size == 0:
-            continue
-        e0, e1 = expo[..., i0], expo[..., i1]
-        # (rounding: the exponent's terms are ~|log d0| ~ 40 times the densities' own scale)
+    live_all = lw > -jnp.inf
+
+    def blows_up(d, live, e):  # (..., pieces, nodes) -> (...)
+        shape = jnp.broadcast_shapes(d.shape, live.shape, e.shape)
+        d, live, e = (jnp.broadcast_to(v, shape) for v in (d, live, e))
+        far = jnp.inf
+        k0 = jnp.argmin(jnp.where(live, d, far), axis=-1, keepdims=True)
+        take = functools.partial(jnp.take_along_axis, axis=-1)
+        d0 = take(d, k0)
+        # the nearest one farther out: near an end other than 0 consecutive nodes can round
+        # to the same point (float32 at 5: spacing 5e-7)
+        k1 = jnp.argmin(jnp.where(live & (d > d0), d, far), axis=-1, keepdims=True)
+        d1 = take(d, k1)
+        e0, e1 = take(e, k0), take(e, k1)
+        log_ratio = fm.log(jnp.where(d0 > 0, d1 / jnp.where(d0 > 0, d0, 1.0), 1.0))
         tol = 64 * eps * (jnp.abs(e0) + jnp.abs(e1))
-        blows_up = (e0 - e1 >= log_ratio - tol) & (lw[..., i0] > -jnp.inf) & (e1 > -jnp.inf)
-        out = out | jnp.any(blows_up, axis=-1)
+        judged = take(live, k0) & take(live, k1) & (d1 > d0) & (d0 > 0)
+        judged = judged & (tol < 0.25 * log_ratio)
+        out = judged & (e1 > -jnp.inf) & (e0 - e1 >= log_ratio - tol)
+        return jnp.any(out[..., 0], axis=-1)
+
+    out = jnp.zeros(lw.shape[:-1], bool)
+    x_all = jnp.concatenate(xs, -1)[..., None, :]
+    for b in bounds:
+        out = out | blows_up(jnp.abs(x_all - b), live_all[..., None, :], expo[..., None, :])
+    start = 0
+    for x, (left, right) in zip(xs, piece_ends, strict=True):
+        n = x.shape[-1]
+        sl = slice(start, start + n)
+        start += n
+        # every group as (..., pieces, nodes)
+        batch = jnp.broadcast_shapes(x.shape[:-1], expo.shape[:-1])
+        if right is None:  # a tail: its inner end only
+            ends = [left[..., None]]
+            shape = batch + (1, n)
+        else:
+            ends = [left, right]
+            m = left.shape[-2]
+            shape = batch + (m, n // m)
+        px, plive, pe = (
+            jnp.broadcast_to(v, batch + (n,)).reshape(shape)
+            for v in (x, live_all[..., sl], expo[..., sl])
+        )
+        for end in ends:
+            out = out | blows_up(jnp.abs(px - end), plive, pe)
     return out
 
 
@@ -332,7 +426,7 @@ def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
     rule: the integrand then has one peak, between the centres, which the plain rule
     resolves unless they are more than ~1000 length scales apart (README, Precision); finding
     the peaks would double the cost of each evaluation."""
-    return log_bc(P, Q, a, level=level, peaks=False)
+    return log_bc(P, Q, a, level=level, peaks=False, above_one=False)
 
 
 def kl(P, Q, *, level=DEFAULT_LEVEL):
@@ -343,9 +437,10 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     out = 0.0
     diverges = False
     xs, lws = _node_groups(P, Q, level, bulk=True)
+    live_point = _live_point(P, Q, xs, lws)
     tails = [math.isinf(min(P.upper, Q.upper)), math.isinf(max(P.lower, Q.lower))]
     for x, lw, tail in zip(xs, lws, [False] * (len(xs) - 2) + tails, strict=True):
-        lp, lq = _log_probs_at(P, Q, x)
+        lp, lq = _log_probs_at(P, Q, x, lw, live_point)
         # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
         # density vanishes: 0 * inf)
         terms = jnp.where(
@@ -416,8 +511,10 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     cross = lax.stop_gradient(_crossings(P, Q, level))
     same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
     out = 0.0
-    for x, lw in zip(*_node_groups(P, Q, level, cross, bulk=True), strict=True):
-        lp, lq = _log_probs_at(P, Q, x)
+    xs, lws = _node_groups(P, Q, level, cross, bulk=True)
+    live_point = _live_point(P, Q, xs, lws)
+    for x, lw in zip(xs, lws, strict=True):
+        lp, lq = _log_probs_at(P, Q, x, lw, live_point)
         live = lw > -jnp.inf  # (empty pieces: see kl)
         if same_support:
             terms = jnp.where(live, jnp.exp(lw) * cat.abs_diff(lp, lq), 0.0)
