@@ -328,9 +328,7 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
         return jnp.full(jnp.shape(lw)[:-1], -jnp.inf, lw.dtype)
     a_ = jnp.asarray(a)[..., None]
     expo = cat.exponent(a_, lp, lq)
-    # empty pieces (ends clipped to a support bound) sit on the bound, where a density may
-    # vanish: for a > 1 their weight -inf met an exponent +inf (nan for U(0, 1) vs 2x)
-    direct = logsumexp(jnp.where(lw > -jnp.inf, lw + expo, -jnp.inf), axis=-1)
+    direct = logsumexp(lw + expo, axis=-1)
     deficit = cat._deficit_any_order(a_, lp, lq, weights=jnp.exp(lw))
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         deficit = jnp.full_like(deficit, jnp.inf)  # the identity needs both masses on the nodes
