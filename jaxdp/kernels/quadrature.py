@@ -86,9 +86,20 @@ def _nodes(P, Q, level, extra=None, bulk=False, ascending=False):
     return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
 
 
+def _support(P, Q) -> tuple[float, float]:
+    """``(lower, upper)`` of the common support (static floats, may be infinite)."""
+    return max(P.lower, Q.lower), min(P.upper, Q.upper)
+
+
+def _finite_bounds(P, Q) -> list[float]:
+    """The finite ends of the common support (where a density may vanish)."""
+    return [b for b in _support(P, Q) if math.isfinite(b)]
+
+
 def _empty(P, Q) -> bool:
     """Whether the supports are disjoint (then no node carries weight)."""
-    return max(P.lower, Q.lower) >= min(P.upper, Q.upper)
+    lower, upper = _support(P, Q)
+    return lower >= upper
 
 
 def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False, ends=False):
@@ -100,11 +111,10 @@ def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False, ends=Fals
     With ``ends`` (not with ``ascending``), also each group's piece ends: ``(left, right)``,
     each (..., pieces, 1), for tanh-sinh pieces; ``(inner, None)``, (..., 1), for a tail."""
     ts_x, ts_lw, ts_gap, es_logx, es_lw = _rules(level)
-    lower = max(P.lower, Q.lower)
-    upper = min(P.upper, Q.upper)
+    lower, upper = _support(P, Q)
     dtype = jnp.result_type(P.dtype, Q.dtype)
     pts = _broadcast_pts(P, Q)
-    nudge = _bounded(P, Q)
+    nudge = bool(_finite_bounds(P, Q))
     if bulk:
         more = _bulk_points(P, Q)
         if extra is not None:
@@ -201,16 +211,10 @@ def _finite(left, right, ts_x, gap, ts_lw, dtype, nudge=True):
     return x, lw
 
 
-def _bounded(P, Q) -> bool:
-    """Whether the common support has a finite bound (where a density may vanish)."""
-    return math.isfinite(max(P.lower, Q.lower)) or math.isfinite(min(P.upper, Q.upper))
-
-
 def _outer_tail_nodes(P, Q, level):
     """Indices (last, previous) of the outermost nodes of each infinite tail (see _nodes)."""
     ts_x, _, _, es_logx, _ = _rules(level)
-    lower_inf = math.isinf(max(P.lower, Q.lower))
-    upper_inf = math.isinf(min(P.upper, Q.upper))
+    lower_inf, upper_inf = (math.isinf(b) for b in _support(P, Q))
     lower_size = es_logx.shape[0] if lower_inf else ts_x.shape[0]
     out = []
     if lower_inf:
@@ -263,7 +267,7 @@ def _live_point(P, Q, xs, lws):
     is none: disjoint supports); no gradient (a stand-in point only). ``None`` (no stand-in
     needed) where the support has no finite bound: both densities are positive at every
     node then."""
-    if not _bounded(P, Q):
+    if not _finite_bounds(P, Q):
         return None
     point, found = None, None
     for x, lw in zip(xs, lws, strict=True):
@@ -346,16 +350,15 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
         end = expo[..., last]
         size = jnp.abs(a_[..., 0] * lp[..., last]) + jnp.abs((1.0 - a_[..., 0]) * lq[..., last])
         growing = growing | ((end >= expo[..., prev] - 64 * eps * size) & (end > -jnp.inf))
-    bounds = [b for b in (max(P.lower, Q.lower), min(P.upper, Q.upper)) if math.isfinite(b)]
-    growing = growing | _singular_ends(xs, piece_ends, lw, expo, bounds)
+    growing = growing | _singular_ends(x, xs, piece_ends, lw, expo, _finite_bounds(P, Q))
     return jnp.where((jnp.asarray(a) > 1) & growing, jnp.inf, out)
 
 
-def _singular_ends(xs, piece_ends, lw, expo, bounds):
+def _singular_ends(x, xs, piece_ends, lw, expo, bounds):
     r"""Whether the log-integrand ``expo`` has a non-integrable singularity at a piece end
     or a finite support bound (batch-shaped bools; for :func:`log_bc` at ``a > 1``).
-    ``xs``, ``piece_ends``: :func:`_node_groups` with ``ends``; ``lw``, ``expo``: over the
-    concatenated nodes; ``bounds``: the finite support bounds.
+    ``xs``, ``piece_ends``: :func:`_node_groups` with ``ends``; ``x``, ``lw``, ``expo``:
+    over the concatenated nodes; ``bounds``: the finite support bounds.
 
     Next to an end at distance :math:`d` an integrand :math:`\sim d^{-s}` is integrable iff
     :math:`s < 1`. From the live node nearest an end, at :math:`d_0`, and the nearest one
@@ -393,16 +396,17 @@ def _singular_ends(xs, piece_ends, lw, expo, bounds):
         return jnp.any(out[..., 0], axis=-1)
 
     out = jnp.zeros(lw.shape[:-1], bool)
-    x_all = jnp.concatenate(xs, -1)[..., None, :]
     for b in bounds:
-        out = out | blows_up(jnp.abs(x_all - b), live_all[..., None, :], expo[..., None, :])
+        out = out | blows_up(
+            jnp.abs(x - b)[..., None, :], live_all[..., None, :], expo[..., None, :]
+        )
     start = 0
-    for x, (left, right) in zip(xs, piece_ends, strict=True):
-        n = x.shape[-1]
+    for xg, (left, right) in zip(xs, piece_ends, strict=True):
+        n = xg.shape[-1]
         sl = slice(start, start + n)
         start += n
         # every group as (..., pieces, nodes)
-        batch = jnp.broadcast_shapes(x.shape[:-1], expo.shape[:-1])
+        batch = jnp.broadcast_shapes(xg.shape[:-1], expo.shape[:-1])
         if right is None:  # a tail: its inner end only
             ends = [left[..., None]]
             shape = batch + (1, n)
@@ -412,7 +416,7 @@ def _singular_ends(xs, piece_ends, lw, expo, bounds):
             shape = batch + (m, n // m)
         px, plive, pe = (
             jnp.broadcast_to(v, batch + (n,)).reshape(shape)
-            for v in (x, live_all[..., sl], expo[..., sl])
+            for v in (xg, live_all[..., sl], expo[..., sl])
         )
         for end in ends:
             out = out | blows_up(jnp.abs(px - end), plive, pe)
@@ -436,7 +440,7 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
     diverges = False
     xs, lws = _node_groups(P, Q, level, bulk=True)
     live_point = _live_point(P, Q, xs, lws)
-    tails = [math.isinf(min(P.upper, Q.upper)), math.isinf(max(P.lower, Q.lower))]
+    tails = [math.isinf(b) for b in _support(P, Q)[::-1]]  # the upper tail's group first
     for x, lw, tail in zip(xs, lws, [False] * (len(xs) - 2) + tails, strict=True):
         lp, lq = _log_probs_at(P, Q, x, lw, live_point)
         # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
