@@ -1,4 +1,4 @@
-"""Vectorized float64 log / log1p (jaxdp._fastmath) against numpy, mpmath and jnp."""
+"""Vectorized float64 and float32 log / log1p (jaxdp._fastmath) against numpy, mpmath and jnp."""
 
 import jax
 import jax.numpy as jnp
@@ -61,9 +61,10 @@ def _max_ulps(fn, ref, ranges, lo):
 
 
 @pytest.mark.skipif(jax.default_backend() != "cpu", reason="fast path is CPU-only")
+@pytest.mark.parametrize("dtype", [jnp.float64, jnp.float32])
 @pytest.mark.parametrize("fn", [fm.log, fm.log1p])
-def test_fast_path_is_used_on_cpu(fn):
-    text = jax.jit(fn).lower(jnp.ones(4)).as_text()
+def test_fast_path_is_used_on_cpu(fn, dtype):
+    text = jax.jit(fn).lower(jnp.ones(4, dtype)).as_text()
     assert "stablehlo.log" not in text and "bitcast_convert" in text
 
 
@@ -152,8 +153,99 @@ def test_shapes_dtypes_and_transforms(fn):
     s = fn(2.0)  # Python scalar: weak type kept, like jnp
     assert s.dtype == ref(2.0).dtype and s.weak_type == ref(2.0).weak_type
     assert float(s) == float(ref(2.0))
-    for dt in (jnp.float32, jnp.float16, jnp.bfloat16):
+    for dt in (jnp.float16, jnp.bfloat16):  # jnp's own
         y = x.astype(dt)
         assert fn(y).dtype == dt
         np.testing.assert_array_equal(np.asarray(fn(y), np.float32), np.asarray(ref(y), np.float32))
+    y = x.astype(jnp.float32)  # the vectorized float32 path: within 1 ulp of jnp's
+    assert fn(y).dtype == jnp.float32
+    assert (_ulps32(fn(y), ref(y)) <= 1).all()
     assert jax.grad(fn)(jnp.float32(2.0)).dtype == jnp.float32
+
+
+# ---------------------------------------------------------------------------- float32
+
+
+def _ulps32(a, b):
+    """Distance in representable float32 values (0 when bitwise equal, also for +-0)."""
+    ia, ib = (np.asarray(v, np.float32).view(np.int32).astype(np.int64) for v in (a, b))
+    ia = np.where(ia < 0, -(2**31) - ia, ia)
+    ib = np.where(ib < 0, -(2**31) - ib, ib)
+    return np.abs(ia - ib)
+
+
+def _u32(lo, hi, n=_N):
+    return _RNG.uniform(lo, hi, n)
+
+
+LOG_RANGES_32 = {
+    "log-uniform full range": np.exp2(_u32(-149, 128)),
+    "subnormal": np.exp2(_u32(-149, -126)),
+    "1 +- 1e-3": 1.0 + _u32(-1e-3, 1e-3),
+    "[0.5, 3]": _u32(0.5, 3.0),
+}
+LOG1P_RANGES_32 = {
+    "(-1, 1)": _u32(-1.0, 1.0),
+    "log-uniform positive": np.exp2(_u32(-149, 128)),
+    "tiny negative": -(10.0 ** _u32(-45, -1)),
+    "near -1": -1.0 + 10.0 ** _u32(-7, -1),
+    "[-0.5, -0.25] (k = -1)": _u32(-0.5, -0.25),
+    "[0.4, 3] (k = 1, 2)": _u32(0.4, 3.0),
+}
+
+
+def _stack32(ranges, lo):
+    out = []
+    for x in ranges.values():
+        x = x.astype(np.float32)
+        x = x[np.isfinite(x) & (x > lo)]
+        out.append(np.resize(x, _N))
+    return np.stack(out)
+
+
+@pytest.mark.parametrize(
+    ("fn", "ref", "mpfn", "ranges", "lo"),
+    [
+        (_log, np.log, mp.log, LOG_RANGES_32, 0.0),
+        (_log1p, np.log1p, mp.log1p, LOG1P_RANGES_32, -1.0),
+    ],
+    ids=["log", "log1p"],
+)
+def test_float32_below_1ulp(fn, ref, mpfn, ranges, lo):
+    # fdlibm's float32 bound, < 1 ulp of the exact value: within 1 of the correctly rounded
+    # float32 (float64 numpy rounded), and below 1 ulp against mpmath where we differ from
+    # it. Subnormal inputs and tiny log1p arguments included: XLA's float32 log and log1p
+    # flush those to zero (log(1e-45) = -inf, log1p(1e-40) = 0).
+    xs = _stack32(ranges, lo)
+    got = np.asarray(fn(xs))
+    assert got.dtype == np.float32
+    for name, x, g in zip(ranges, xs, got, strict=True):
+        want = ref(x.astype(np.float64)).astype(np.float32)
+        d = _ulps32(g, want)
+        assert d.max() <= 1, (name, x[d.argmax()], g[d.argmax()], want[d.argmax()])
+        for i in np.flatnonzero(d)[:20]:
+            exact = mpfn(mp.mpf(float(x[i])))
+            err = abs(mp.mpf(float(g[i])) - exact) / float(np.spacing(np.float32(abs(exact))))
+            assert err < 1.0, (name, x[i], g[i], exact, err)
+
+
+SPECIAL_32 = np.array(
+    [0.0, -0.0, -1.0, -2.0, 1e-45, -1e-45, 1e-40, 2.0**-126, 1.0, 2.0, np.inf, -np.inf]
+    + [np.nan, -1e-20, 1e-20, 2.0**-25, -(2.0**-25), -1.0 + 2.0**-24, 2.0**24, 3.4028235e38]
+    + [-1e30, 0.5],
+    np.float32,
+)
+
+
+@pytest.mark.parametrize(("fn", "ref"), [(fm.log, np.log), (fm.log1p, np.log1p)])
+def test_float32_special_values(fn, ref):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = ref(SPECIAL_32.astype(np.float64)).astype(np.float32)
+    got = np.asarray(jax.jit(fn)(SPECIAL_32))
+    assert got.dtype == np.float32
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert (_ulps32(got[ok], want[ok]) <= 1).all(), (SPECIAL_32[ok], got[ok], want[ok])
+    exact = ok & (np.abs(want) < 2.0**-24) | np.isinf(want)
+    np.testing.assert_array_equal(got[exact], want[exact])  # 0, tiny x, +-inf: exact
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))
