@@ -25,7 +25,24 @@ from jaxdp import _special as sp
 
 
 def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
-    """Sum of weighted AM-GM deficits (see module doc); ``weights`` multiplies each term."""
+    """Sum of weighted AM-GM deficits (see module doc); ``weights`` multiplies each term.
+
+    The terms are computed on the arguments broadcast to one shape and flattened: over a
+    (pairs, categories) array XLA:CPU emits this long elementwise kernel with the short
+    category axis as its inner loop, 4x slower (one core, batch 1e5, 2 and 10 categories:
+    407 -> 106 and 1677 -> 429 ns/pair; the same values to the last bit or two, from the
+    other kernel's rounding). (Not so for the tilted moments of :func:`moment_eval`:
+    flattened, those ran 1.2-1.5x slower.)
+    """
+    args = (a, lp, lq) if weights is None else (a, lp, lq, weights)
+    shape = jnp.broadcast_shapes(*(jnp.shape(x) for x in args))
+    if len(shape) < 2:
+        return jnp.sum(_deficit_terms(*args), axis=axis)
+    flat = [jnp.broadcast_to(x, shape).reshape(-1) for x in args]
+    return jnp.sum(_deficit_terms(*flat).reshape(shape), axis=axis)
+
+
+def _deficit_terms(a, lp, lq, weights=None):
     l = lp - lq
     pos = l > 0
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
@@ -37,7 +54,7 @@ def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
     term = w * sp.amgm_gap(a_eff, l_neg, b_eff)
     if weights is not None:
         term = term * weights
-    return jnp.sum(term, axis=axis)
+    return term
 
 
 def combine(a, direct, deficit):
