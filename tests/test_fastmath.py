@@ -13,12 +13,24 @@ _RNG = np.random.default_rng(20240601)
 _N = 25_000
 
 
-def _ulps(a, b):
-    """Distance in representable float64 values (0 when bitwise equal, also for +-0)."""
-    ia, ib = (np.asarray(v, np.float64).view(np.int64) for v in (a, b))
-    ia = np.where(ia < 0, np.int64(-(2**63)) - ia, ia)
-    ib = np.where(ib < 0, np.int64(-(2**63)) - ib, ib)
+def _ulps(a, b, dtype=np.float64):
+    """Distance in representable values of ``dtype`` (0 when bitwise equal, also for +-0)."""
+    ints = np.int64 if dtype == np.float64 else np.int32
+    ia, ib = (np.asarray(v, dtype).view(ints).astype(np.int64) for v in (a, b))
+    lowest = -(2 ** (8 * np.dtype(ints).itemsize - 1))
+    ia = np.where(ia < 0, lowest - ia, ia)
+    ib = np.where(ib < 0, lowest - ib, ib)
     return np.abs(ia - ib)
+
+
+def _assert_special(x, got, want, dtype, tiny):
+    """Same nan pattern, within 1 ulp elsewhere; 0, tiny results and +-inf exact, sign included."""
+    assert np.array_equal(np.isnan(got), np.isnan(want))
+    ok = ~np.isnan(want)
+    assert (_ulps(got[ok], want[ok], dtype) <= 1).all(), (x[ok], got[ok], want[ok])
+    exact = ok & (np.abs(want) < tiny) | np.isinf(want)
+    np.testing.assert_array_equal(got[exact], want[exact])
+    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))
 
 
 def _u(lo, hi):
@@ -110,12 +122,7 @@ def test_special_values(fn, ref, jit):
     with np.errstate(divide="ignore", invalid="ignore"):
         want = ref(SPECIAL)
     got = np.asarray((jax.jit(fn) if jit else fn)(SPECIAL))
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    ok = ~np.isnan(want)
-    assert (_ulps(got[ok], want[ok]) <= 1).all(), (SPECIAL[ok], got[ok], want[ok])
-    exact = ok & (np.abs(want) < 2.0**-50) | np.isinf(want)
-    np.testing.assert_array_equal(got[exact], want[exact])  # 0, tiny x, +-inf: exact
-    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))
+    _assert_special(SPECIAL, got, want, np.float64, 2.0**-50)
 
 
 @pytest.mark.parametrize(
@@ -159,19 +166,11 @@ def test_shapes_dtypes_and_transforms(fn):
         np.testing.assert_array_equal(np.asarray(fn(y), np.float32), np.asarray(ref(y), np.float32))
     y = x.astype(jnp.float32)  # the vectorized float32 path: within 1 ulp of jnp's
     assert fn(y).dtype == jnp.float32
-    assert (_ulps32(fn(y), ref(y)) <= 1).all()
+    assert (_ulps(fn(y), ref(y), np.float32) <= 1).all()
     assert jax.grad(fn)(jnp.float32(2.0)).dtype == jnp.float32
 
 
 # ---------------------------------------------------------------------------- float32
-
-
-def _ulps32(a, b):
-    """Distance in representable float32 values (0 when bitwise equal, also for +-0)."""
-    ia, ib = (np.asarray(v, np.float32).view(np.int32).astype(np.int64) for v in (a, b))
-    ia = np.where(ia < 0, -(2**31) - ia, ia)
-    ib = np.where(ib < 0, -(2**31) - ib, ib)
-    return np.abs(ia - ib)
 
 
 def _u32(lo, hi, n=_N):
@@ -221,7 +220,7 @@ def test_float32_below_1ulp(fn, ref, mpfn, ranges, lo):
     assert got.dtype == np.float32
     for name, x, g in zip(ranges, xs, got, strict=True):
         want = ref(x.astype(np.float64)).astype(np.float32)
-        d = _ulps32(g, want)
+        d = _ulps(g, want, np.float32)
         assert d.max() <= 1, (name, x[d.argmax()], g[d.argmax()], want[d.argmax()])
         for i in np.flatnonzero(d)[:20]:
             exact = mpfn(mp.mpf(float(x[i])))
@@ -243,9 +242,4 @@ def test_float32_special_values(fn, ref):
         want = ref(SPECIAL_32.astype(np.float64)).astype(np.float32)
     got = np.asarray(jax.jit(fn)(SPECIAL_32))
     assert got.dtype == np.float32
-    assert np.array_equal(np.isnan(got), np.isnan(want))
-    ok = ~np.isnan(want)
-    assert (_ulps32(got[ok], want[ok]) <= 1).all(), (SPECIAL_32[ok], got[ok], want[ok])
-    exact = ok & (np.abs(want) < 2.0**-24) | np.isinf(want)
-    np.testing.assert_array_equal(got[exact], want[exact])  # 0, tiny x, +-inf: exact
-    np.testing.assert_array_equal(np.signbit(got[exact]), np.signbit(want[exact]))
+    _assert_special(SPECIAL_32, got, want, np.float32, 2.0**-24)
