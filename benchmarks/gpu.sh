@@ -6,7 +6,8 @@
 #   bash benchmarks/gpu.sh [OUT_DIR]      # default: benchmarks/results/gpu-<UTC date>
 set -euo pipefail
 cd "$(dirname "$0")/.."
-PY="${PYTHON:-python}"
+# The lent GPU image's JAX lives in its `python3` (there may be no plain `python`).
+PY="${PYTHON:-$(command -v python3 || command -v python)}"
 OUT="${1:-benchmarks/results/gpu-$(date -u +%Y%m%d-%H%M)}"
 mkdir -p "$OUT"
 
