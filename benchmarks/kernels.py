@@ -12,6 +12,11 @@ s, compile s, ns per pair (median of 5), max solver iterations.
 n chained operations each, on 4096 float64 elements) and prints the best of three compile
 times for each: what one fused kernel and one operation in it cost XLA:CPU here.
 
+``--profile`` times every compiled kernel of a call (JAX's profiler with XLA:CPU's
+``xla_cpu_enable_xprof_traceme``; ``--dtype float32`` for float32 inputs) and prints the
+slowest ones per pair, next to the same call's time unprofiled: each kernel event costs the
+profiler a few microseconds, so read the table for where the time goes, not as exact times.
+
 ``--output-floor`` times a jitted function that only writes outputs of the dtypes and sizes
 of ``jaxdp.chernoff``'s five fields (batch 1e5, 1e6, 1e7, in that order in one process), and
 counts the page faults a call takes (``ru_minflt``): the memory cost of a call, whatever it
@@ -21,9 +26,14 @@ computes.
 from __future__ import annotations
 
 import argparse
+import collections
+import glob
+import gzip
+import json
 import re
 import resource
 import statistics
+import tempfile
 import time
 
 import jax
@@ -124,12 +134,50 @@ def output_floor() -> None:
         )
 
 
+def profile(names, n: int, dtype: str, top: int = 25) -> None:
+    for name in names:
+        fn, xs = _problem(name, n, jax.random.PRNGKey(0))
+        xs = [x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x for x in xs]
+        opts = dict(jd.CPU_COMPILER_OPTIONS, xla_cpu_enable_xprof_traceme=True)
+        compiled = jax.jit(fn, compiler_options=opts).lower(*xs).compile()
+        jax.block_until_ready(compiled(*xs))
+        pairs, calls = xs[0].shape[0], 10
+        t = time.perf_counter()
+        for _ in range(calls):
+            jax.block_until_ready(compiled(*xs))
+        plain = (time.perf_counter() - t) / calls / pairs * 1e9
+        with tempfile.TemporaryDirectory() as d:
+            with jax.profiler.trace(d, create_perfetto_trace=True):
+                for _ in range(calls):
+                    jax.block_until_ready(compiled(*xs))
+            (path,) = glob.glob(f"{d}/**/*.trace.json.gz", recursive=True)
+            with gzip.open(path) as f:
+                trace = json.load(f)
+        events = trace["traceEvents"] if isinstance(trace, dict) else trace
+        total, count = collections.Counter(), collections.Counter()
+        for e in events:
+            if e.get("ph") == "X" and not e["name"].startswith("$"):
+                total[e["name"]] += e.get("dur", 0.0)  # microseconds
+                count[e["name"]] += 1
+        per_pair = {k: v * 1e3 / calls / pairs for k, v in total.items()}
+        print(
+            f"{name} {dtype} batch {pairs}: {plain:.1f} ns/pair unprofiled, "
+            f"{per_pair.get('ThunkExecutor::Execute', float('nan')):.1f} in the profiled "
+            f"executor (nested events are counted in their parents too)",
+            flush=True,
+        )
+        for k, v in sorted(per_pair.items(), key=lambda kv: -kv[1])[:top]:
+            print(f"  {v:8.2f} ns/pair  {count[k] // calls:5d} a call  {k}", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=100_000)
     ap.add_argument("--families", default="Laplace,Gaussian")
     ap.add_argument("--fusion-cost", action="store_true", help="compile cost of synthetic kernels")
     ap.add_argument("--output-floor", action="store_true", help="cost of writing the outputs")
+    ap.add_argument("--profile", action="store_true", help="time of each compiled kernel")
+    ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
     args = ap.parse_args()
     jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # warm up XLA itself
     if args.fusion_cost:
@@ -137,6 +185,9 @@ def main() -> None:
         return
     if args.output_floor:
         output_floor()
+        return
+    if args.profile:
+        profile(args.families.split(","), args.n, args.dtype)
         return
     for name in args.families.split(","):
         fn, xs = _problem(name, args.n, jax.random.PRNGKey(0))
