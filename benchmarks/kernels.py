@@ -135,6 +135,7 @@ def output_floor() -> None:
 
 
 def profile(names, n: int, dtype: str, top: int = 25) -> None:
+    """The ``top`` slowest compiled kernels of one ``jd.chernoff`` call per family (see above)."""
     for name in names:
         fn, xs = _problem(name, n, jax.random.PRNGKey(0))
         xs = [x.astype(dtype) if jnp.issubdtype(x.dtype, jnp.floating) else x for x in xs]
@@ -177,7 +178,9 @@ def main() -> None:
     ap.add_argument("--fusion-cost", action="store_true", help="compile cost of synthetic kernels")
     ap.add_argument("--output-floor", action="store_true", help="cost of writing the outputs")
     ap.add_argument("--profile", action="store_true", help="time of each compiled kernel")
-    ap.add_argument("--dtype", default="float64", choices=("float64", "float32"))
+    ap.add_argument(
+        "--dtype", default="float64", choices=("float64", "float32"), help="with --profile"
+    )
     args = ap.parse_args()
     jax.jit(lambda x: jnp.sin(x) * 2).lower(jnp.ones(3)).compile()  # warm up XLA itself
     if args.fusion_cost:
