@@ -18,30 +18,46 @@ def is_concrete(*xs) -> bool:
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(xs))
 
 
+def as_array(x, name: str):
+    """``jnp.asarray(x)``, with a ``TypeError`` naming the argument for what JAX cannot
+    convert (a string, ``None``, an arbitrary object) or what is not a number (instead of
+    JAX's own error from deep inside ``jnp``)."""
+    try:
+        if x is None or isinstance(x, str | bytes):  # (jnp reads a string as a dtype name)
+            raise TypeError
+        arr = jnp.asarray(x)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be a real number or array, got {type(x).__name__}") from None
+    if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == bool):
+        raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
+    return arr
+
+
 def as_inexact(*xs, names=None):
     """Promote arrays once, jointly, to a common inexact dtype (weak types preserved).
 
     Raises:
-      TypeError: an argument is complex (named by ``names``, one per argument, if given).
+      TypeError: an argument is not a real number or array, or is complex (named by
+        ``names``, one per argument, if given).
     """
-    arrays = [jnp.asarray(x) for x in xs]
+    labels = names if names else ["parameters"] * len(xs)
+    arrays = [as_array(x, name) for x, name in zip(xs, labels, strict=True)]
     for i, x in enumerate(arrays):
         if jnp.issubdtype(x.dtype, jnp.complexfloating):
-            name = names[i] if names else "parameters"
-            raise TypeError(f"{name} must be real numbers, got a {x.dtype} array")
+            raise TypeError(f"{labels[i]} must be real numbers, got a {x.dtype} array")
     dtype = jnp.result_type(*arrays, float)
     return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
 
 
-def as_order(x):
+def as_order(x, name: str = "order"):
     """A skew or order parameter (``alpha``, a Rényi order) as an inexact array.
 
     A Python scalar stays weakly typed, as in ``jnp`` arithmetic, so that ``alpha=0.5``
     with float32 distributions computes in float32 also under x64 (through
     :func:`as_inexact` it became a strong float64 that promoted the whole computation).
     """
-    x = jnp.asarray(x)
-    return x * 1.0 if x.weak_type else as_inexact(x)[0]
+    x = as_array(x, name)
+    return x * 1.0 if x.weak_type else as_inexact(x, names=(name,))[0]
 
 
 def _values(x):

@@ -283,11 +283,15 @@ def amgm_gap(a, l, b=None):
     finite = jnp.isfinite(ll)
     lf = jnp.where(finite, ll, -2.0)
     big_l = -lf
-    # a <= 1/2: a phi(l) - phi(a l). a > 1/2 (b = 1 - a, L = -l): e^{-L} [b phi(L) - phi(bL)],
-    # the second factor kept as e^{-L} phi(bL) (no cancellation when b is tiny) unless bL is
-    # so large that phi(bL) would overflow, where the plain difference is harmless.
+    # a <= 1/2: a expm1(l) - expm1(a l), without cancellation for l < -1 (its terms are at
+    # most 1 in size and G >= a phi(l) e^{al}; not a phi(l) - phi(a l), whose l terms cancel:
+    # 0 instead of 1/2 at a = 1/2, l = -3e16). a > 1/2 (b = 1 - a, L = -l):
+    # e^{-L} [b phi(L) - phi(bL)], the second factor kept as e^{-L} phi(bL) (no cancellation
+    # when b is tiny) unless bL is so large that phi(bL) would overflow, where the plain
+    # difference is harmless. Outside [0, 1] (Rényi orders above 1, G <= 0) the first form,
+    # which has no cancellation there either.
     e = jnp.exp(-big_l)
-    low = a * phi(lf) - phi(a * lf)
+    low = a * jnp.expm1(lf) - jnp.expm1(a * lf)
     bl = b * big_l
     moderate = bl < 50.0
     e_phi_bl = jnp.where(
@@ -296,11 +300,7 @@ def amgm_gap(a, l, b=None):
         jnp.exp(-a * big_l) - e * (1.0 + bl),
     )
     high = b * (-jnp.expm1(-big_l) - big_l * e) - e_phi_bl
-    large = jnp.where(a <= 0.5, low, high)
-    # outside [0, 1] (Rényi orders above 1) the direct form; no cancellation issue there
-    outside = (a < 0) | (a > 1)
-    direct = a * jnp.expm1(lf) - jnp.expm1(jnp.where(outside, a * lf, 0.0))
-    large = jnp.where(outside, direct, large)
+    large = jnp.where((a <= 0.5) | (a > 1), low, high)
     large = jnp.where(finite, large, b)
     return jnp.where(small, series, large)
 

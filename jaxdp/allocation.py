@@ -352,7 +352,9 @@ def allocate_budget(
         raise TypeError(f"mechanism must be a name or a callable, got {type(mechanism)}")
     if weights is None:
         weights = np.ones(np.shape(sensitivities))
-    budget, s, w = _checks.as_inexact(budget, sensitivities, weights)
+    budget, s, w = _checks.as_inexact(
+        budget, sensitivities, weights, names=("budget", "sensitivities", "weights")
+    )
     if budget.ndim != 0:
         raise ValueError(f"budget must be a scalar, got shape {budget.shape}")
     if s.ndim != 1 or s.shape[0] < 1:

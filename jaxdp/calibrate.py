@@ -545,7 +545,7 @@ def calibrate(
         raise ValueError(f"compositions must be a positive int, got {compositions!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
-    budget, s = _checks.as_inexact(budget, sensitivity)
+    budget, s = _checks.as_inexact(budget, sensitivity, names=("budget", "sensitivity"))
     if _checks.is_concrete(budget):
         v = np.asarray(budget)
         if np.isnan(v).any():

@@ -249,7 +249,7 @@ def simulate_error_exponent(
     if alpha is None:
         a, log_ca = _optimal_tilt(P, Q)
     else:
-        a = _checks.as_order(alpha)
+        a = _checks.as_order(alpha, "alpha")
         if _checks.is_concrete(a):
             v = np.asarray(a)
             if not np.all((v > 0) & (v < 1)):

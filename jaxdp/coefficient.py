@@ -201,7 +201,7 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
       ``log C_alpha`` in nats, shaped by the broadcast batch shape; ``-inf`` for disjoint
       supports. Under ``jit`` an ``alpha`` outside ``[0, 1]`` gives ``nan``.
     """
-    alpha = _checks.as_order(alpha)
+    alpha = _checks.as_order(alpha, "alpha")
     _checks.check_unit_interval("alpha", alpha)
     check_pair(P, Q, alpha.shape)
     return _log_bc(P, Q, alpha)

@@ -261,7 +261,9 @@ class Density(Distribution):
       scale: a length scale of the density (default 1), used for the infinite tails.
 
     The density must integrate to 1; that is the caller's contract (checked by tests, not
-    at run time).
+    at run time). A ``nan`` from ``log_prob`` is read as a zero density at that node (as
+    ``(k - 1) log x`` gives at ``x = 0`` for ``k = 1``): a ``log_prob`` that returns ``nan``
+    elsewhere gives wrong numbers, not ``nan``; check it on a grid first.
     """
 
     _data_fields = ("params", "breakpoints", "centre", "scale")
@@ -290,12 +292,21 @@ class Density(Distribution):
         lower, upper = float(lower), float(upper)
         if not lower < upper:
             raise ValueError(f"Density: need lower < upper, got lower={lower}, upper={upper}")
-        params = jax.tree_util.tree_map(lambda x: _checks.as_inexact(x)[0], params)
+        params = jax.tree_util.tree_map(
+            lambda x: _checks.as_inexact(x, names=("Density: params",))[0], params
+        )
         bp = (
-            jnp.stack([jnp.asarray(b, dtype=float) for b in breakpoints], -1)
+            jnp.stack(
+                [
+                    jnp.asarray(_checks.as_array(b, "Density: breakpoints"), dtype=float)
+                    for b in breakpoints
+                ],
+                -1,
+            )
             if len(breakpoints)
             else jnp.zeros((0,))
         )
+        _checks.check_finite("Density: breakpoints", bp)
         names = ("Density: centre", "Density: scale")
         centre, scale = _checks.as_inexact(centre, scale, names=names)
         _checks.check_positive("Density: scale", scale)

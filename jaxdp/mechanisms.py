@@ -44,23 +44,22 @@ def laplace(sensitivity=1.0, *, epsilon=None, scale=None):
     """
     if (epsilon is None) == (scale is None):
         raise ValueError("laplace: give exactly one of epsilon or scale")
-    (s,) = _checks.as_inexact(sensitivity)
+    # promoted jointly: a float32 epsilon (or scale) with the default sensitivity 1.0 gives
+    # a float32 pair also under x64
+    name, value = ("epsilon", epsilon) if epsilon is not None else ("scale", scale)
+    s, value = _checks.as_inexact(sensitivity, value, names=("sensitivity", name))
+    _checks.check_broadcast(f"laplace: sensitivity and {name}", s.shape, value.shape)
     _checks.check_positive("sensitivity", s)
-    if epsilon is not None:
-        (epsilon,) = _checks.as_inexact(epsilon)
-        _checks.check_positive("epsilon", epsilon)
-        b = _noise_scale("laplace", s, epsilon)
-    else:
-        (b,) = _checks.as_inexact(scale)
-        _checks.check_positive("scale", b)
+    _checks.check_positive(name, value)
+    b = _noise_scale("laplace", s, value) if epsilon is not None else value
     zero = jnp.zeros_like(s * b)
     return Laplace(zero, b), Laplace(zero + s, b)
 
 
 def gaussian(sensitivity=1.0, *, sigma):
     r"""Gaussian mechanism pair :math:`(\mathcal N(0,\sigma^2), \mathcal N(\Delta,\sigma^2))`."""
-    (s,) = _checks.as_inexact(sensitivity)
-    (sigma,) = _checks.as_inexact(sigma)
+    s, sigma = _checks.as_inexact(sensitivity, sigma, names=("sensitivity", "sigma"))
+    _checks.check_broadcast("gaussian: sensitivity and sigma", s.shape, sigma.shape)
     _checks.check_positive("sensitivity", s)
     _checks.check_positive("sigma", sigma)
     zero = jnp.zeros_like(s * sigma)
@@ -77,7 +76,7 @@ def randomized_response(epsilon, k: int = 2):
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer >= 2, got {k!r}")
     k = int(k)
-    (eps,) = _checks.as_inexact(epsilon)
+    (eps,) = _checks.as_inexact(epsilon, names=("epsilon",))
     _checks.check_positive("epsilon", eps)
     e = eps[..., None]
     log_norm = jnp.log1p((k - 1) * jnp.exp(-e))  # log((e^eps + k - 1) / e^eps)
@@ -92,10 +91,10 @@ def randomized_response(epsilon, k: int = 2):
 def geometric(sensitivity=1, *, epsilon):
     r"""Geometric mechanism pair: :class:`~jaxdp.DiscreteLaplace` at 0 and at
     :math:`\Delta` (an integer) with scale :math:`b = \Delta/\varepsilon`."""
-    (s,) = _checks.as_inexact(sensitivity)
+    s, eps = _checks.as_inexact(sensitivity, epsilon, names=("sensitivity", "epsilon"))
+    _checks.check_broadcast("geometric: sensitivity and epsilon", s.shape, eps.shape)
     _checks.check_positive("sensitivity", s)
     _checks.check_integer("sensitivity", s)
-    (eps,) = _checks.as_inexact(epsilon)
     _checks.check_positive("epsilon", eps)
     b = _noise_scale("geometric", s, eps)
     zero = jnp.zeros_like(b)
@@ -110,10 +109,16 @@ def adversarial_laplace(epsilon, *, sensitivity=1.0, shift, theta):
     paper's :math:`\Delta\mu`, in absolute units; Figure 3 uses multiples of the
     sensitivity) and ``theta`` the ratio of scales after the attack (eqs. (34)-(35)).
     """
-    (eps,) = _checks.as_inexact(epsilon)
-    (s,) = _checks.as_inexact(sensitivity)
-    (shift,) = _checks.as_inexact(shift)
-    (theta,) = _checks.as_inexact(theta)
+    eps, s, shift, theta = _checks.as_inexact(
+        epsilon, sensitivity, shift, theta, names=("epsilon", "sensitivity", "shift", "theta")
+    )
+    _checks.check_broadcast(
+        "adversarial_laplace: epsilon, sensitivity, shift and theta",
+        eps.shape,
+        s.shape,
+        shift.shape,
+        theta.shape,
+    )
     _checks.check_positive("epsilon", eps)
     _checks.check_positive("sensitivity", s)
     _checks.check_finite("shift", shift)

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 import jaxdp as jd
+from jaxdp import _special as sp
 
 CASES = [
     (0.0, 1.0, 1.0, 1.0),
@@ -230,6 +231,25 @@ def test_discrete_laplace_tv_far_apart():
     assert far.dtype == jnp.float32 and np.all(np.asarray(far) == 1)
 
 
+def test_discrete_laplace_tv_with_a_far_narrower_q():
+    # 1/b2 - 1/b1 beyond ~709.78: log1p(q1) - log1p(q2) was e^{-1/b2} expm1(1/b2 - 1/b1) =
+    # 0 * inf = nan (TV nan; 0 or 1 in batches, where the extrema's reductions met it).
+    # Same locations: D = F_P - F_Q peaks at k = -1 and k = 0, TV = 1 - P(0) for a point-like
+    # Q (q(0) = 1 to rounding), P(0) = tanh(1/(2 b1)); its b1-derivative sech^2(1/(2b1))/(2b1^2).
+    b1 = jnp.asarray([1.0, 2.0, 0.5])
+    b2 = jnp.asarray([1e-3, 1e-5, 1e-300])
+    want = 1.0 - np.tanh(0.5 / np.asarray(b1))
+    P, Q = jd.DiscreteLaplace(0.0, b1), jd.DiscreteLaplace(0.0, b2)
+    np.testing.assert_allclose(jd.tv(P, Q), want, rtol=1e-15)
+    np.testing.assert_allclose(jd.tv(Q, P), want, rtol=1e-15)
+    grad = jax.grad(lambda b: jd.tv(jd.DiscreteLaplace(0.0, b), jd.DiscreteLaplace(0.0, 1e-3)))
+    np.testing.assert_allclose(grad(1.0), 0.5 / np.cosh(0.5) ** 2, rtol=1e-14)
+    # one such pair in a batch of ordinary ones, a shift apart: disjoint to rounding (TV 1)
+    P = jd.DiscreteLaplace(0.0, jnp.asarray([1.0, 1.0, 0.00145]))
+    Q = jd.DiscreteLaplace(jnp.asarray([0.0, 0.0, -1.0]), jnp.asarray([1e-3, 1.0, 0.000454]))
+    np.testing.assert_allclose(jd.tv(P, Q), [want[0], 0.0, 1.0], rtol=1e-15, atol=0)
+
+
 def test_continuous_tv_far_apart_and_overflowing_offsets():
     # Gaussian: (delta/s2)^2 overflowed past ~1e154 (nan); Laplace: m2 - m1 overflowed to inf
     # for locations ~1e308 of opposite signs (TV 0). Both are 1.
@@ -281,6 +301,50 @@ def test_discrete_laplace_kl_at_tiny_scales():
     D = jd.DiscreteLaplace
     np.testing.assert_allclose(jd.kl(D(0.0, b), D(1.0, b)), 1 / np.asarray(b), rtol=1e-14)
     np.testing.assert_allclose(jd.kl(D(0.0, b), D(1.0, 2 * b)), 0.5 / np.asarray(b), rtol=1e-14)
+
+
+@pytest.mark.parametrize(
+    "dtype, epsilons",
+    [(jnp.float64, [1e150, 1e160, 1e200, 1e300]), (jnp.float32, [1e18, 1e20, 1e30])],
+    ids=["float64", "float32"],
+)
+def test_geometric_mechanism_at_huge_epsilon(dtype, epsilons):
+    # b1 b2 underflowed (to 0: XLA:CPU flushes subnormals) beyond eps ~1e154 (float64; 1e19
+    # in float32), and log C_a was nan at every a. Equal scales, Delta = 1, summing the two
+    # geometric pieces: C_a = (e^{-(1-a) eps} + e^{-a eps}) / (1 + e^{-eps}).
+    P, Q = jd.mechanisms.geometric(epsilon=jnp.asarray(epsilons, dtype))
+    alphas = [0.0, 0.25, 0.5, 1.0]
+    got = jd.log_bc(P, Q, jnp.asarray(alphas, dtype)[:, None])
+    with mp.workdps(40):
+        want = [
+            [
+                float(mp.log(mp.e ** (-(1 - a) * e) + mp.e ** (-a * e)) - mp.log1p(mp.e ** (-e)))
+                for e in map(mp.mpf, np.asarray(epsilons, np.float64).tolist())
+            ]
+            for a in map(mp.mpf, alphas)
+        ]
+    tol = 1e-15 if dtype == jnp.float64 else 1e-7
+    assert _rel(got, want).max() < tol
+    assert _rel(jd.bhattacharyya(P, Q), [-w for w in want[2]]).max() < tol
+    np.testing.assert_array_equal(jd.hellinger(P, Q), 1.0)
+
+
+def test_mechanisms_keep_float32_under_x64():
+    # the default sensitivity (a Python float) was promoted on its own, to float64, and made
+    # a float32 epsilon's pair float64
+    m, f = jd.mechanisms, jnp.float32(2.0)
+    pairs = [
+        m.laplace(epsilon=f),
+        m.laplace(scale=f),
+        m.gaussian(sigma=f),
+        m.geometric(epsilon=f),
+        m.adversarial_laplace(f, shift=f, theta=f),
+        m.randomized_response(f),
+    ]
+    for pair in pairs:
+        for leaf in jax.tree_util.tree_leaves(pair):
+            assert leaf.dtype == jnp.float32, pair
+    assert m.laplace(epsilon=2.0)[0].scale.dtype == jnp.float64
 
 
 def test_discrete_laplace_kl_at_huge_scales():
@@ -350,6 +414,39 @@ def test_categorical_renyi_orders_above_one_vs_mpmath():
     assert _categorical_renyi_error(pi, qi, orders) < 2e-11
 
 
+@pytest.mark.parametrize(
+    "dtype, epsilons",
+    [(jnp.float64, [30.0, 3e16, 1e17, 1e300]), (jnp.float32, [30.0, 1e8, 1e30])],
+    ids=["float64", "float32"],
+)
+@pytest.mark.parametrize("k", [2, 3])
+def test_randomized_response_at_huge_epsilon(dtype, epsilons, k):
+    # The AM-GM deficit a phi(l) - phi(a l) cancelled to 0 once |log p/q| passed 2**54
+    # (float64; 2**25 in float32), so C_a read as 1: information 0, converged, at eps >= 3e16.
+    # Closed form: C_a at a = 1/2 is (2 e^{eps/2} + k - 2)/(e^eps + k - 1), the optimum.
+    eps = jnp.asarray(epsilons, dtype)
+    P, Q = jd.mechanisms.randomized_response(eps, k)
+    r = jd.chernoff(P, Q)
+    with mp.workdps(40):
+        want = [
+            float(mp.log(mp.e**e + k - 1) - mp.log(2 * mp.e ** (e / 2) + k - 2))
+            for e in map(mp.mpf, np.asarray(eps, np.float64).tolist())
+        ]
+    tol = 1e-14 if dtype == jnp.float64 else 3e-7
+    assert _rel(r.information, want).max() < tol
+    assert bool(np.all(r.converged))
+    np.testing.assert_array_equal(np.asarray(r.alpha), 0.5)
+    assert _rel(jd.bhattacharyya(P, Q), want).max() < tol
+    # the deficit itself, against 40 digits, where |l| is huge and a near 1/2
+    a = np.asarray([0.5, 0.5, 0.25, 1e-20, 0.4999])
+    l = -np.asarray([3e16, 1e300, 1e20, 7.5, 1e5])
+    with mp.workdps(40):
+        g = []
+        for x, y in zip(map(mp.mpf, a.tolist()), l.tolist(), strict=True):
+            g.append(float(x * mp.exp(y) + 1 - x - mp.exp(x * y)))
+    assert _rel(sp.amgm_gap(jnp.asarray(a), jnp.asarray(l)), g).max() < 1e-15
+
+
 def test_categorical_subnormal_probabilities():
     # XLA:CPU flushes subnormals to zero, so jnp.log(5e-324) is -inf (a zero mass: C = inf);
     # the probabilities are read from their bits instead (float64).
@@ -395,6 +492,33 @@ def test_density_with_smaller_support():
     assert float(r.alpha) == 0.0 and float(r.derivative) < 0
     np.testing.assert_allclose(r.information, np.log(2), rtol=1e-12)
     np.testing.assert_allclose(jd.tv(E, L), 0.5, rtol=1e-9)
+    # Renyi orders above 1 of E against L: 2^(a-1)/(a-1), finite; of L against E: +inf
+    # (L has mass where E has none: p^a q^(1-a) = inf there)
+    orders = jnp.asarray([0.5, 2.0, 3.0])
+    np.testing.assert_allclose(jd.renyi(E, L, orders), np.log(2.0), rtol=1e-12)
+    np.testing.assert_allclose(jd.renyi(L, E, orders[0]), np.log(2.0), rtol=1e-12)
+    np.testing.assert_array_equal(jd.renyi(L, E, orders[1:]), np.inf)
+
+
+def _uniform(lo, hi):
+    return jd.Density(lambda x: jnp.full_like(x, -math.log(hi - lo)), lower=lo, upper=hi)
+
+
+def test_renyi_above_one_is_infinite_where_q_vanishes_under_p():
+    # It came out finite and negative (the nodes cover only the common support, where the
+    # integral is finite): log C_a/(a - 1) with C_a < 1
+    orders = jnp.asarray([0.5, 1.5, 2.0, 5.0])
+    inf = np.inf
+    cases = [
+        (_uniform(0.0, 2.0), _uniform(0.0, 1.0), [math.log(2.0), inf, inf, inf]),
+        (_uniform(0.0, 1.0), _uniform(0.5, 1.5), [2 * math.log(2.0), inf, inf, inf]),
+        (_uniform(0.0, 1.0), _uniform(2.0, 3.0), [inf, inf, inf, inf]),
+        (_uniform(0.0, 1.0), _uniform(0.0, 2.0), [math.log(2.0)] * 4),
+    ]
+    for P, Q, want in cases:
+        assert _rel(jd.renyi(P, Q, orders), want).max() < 1e-12, (P, Q)
+    assert float(jd.renyi(jd.Gaussian(0.0, 1.0), _uniform(0.0, 1.0), 2.0)) == inf
+    assert float(jd.renyi(jd.Laplace(0.0, 1.0), _uniform(-1.0, 1.0), 3.0)) == inf
 
 
 def test_renyi_of_densities_vanishing_at_a_support_bound():
@@ -622,6 +746,31 @@ def test_complex_parameters_and_unbroadcastable_products_are_rejected():
 
 
 _NAN = float("nan")
+
+
+def test_non_numeric_arguments_raise_errors_that_name_them():
+    # strings, None and arbitrary objects failed inside jnp with JAX's own message
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 1.0)
+    cases = [
+        (lambda: jd.Laplace(0.0, "a"), "Laplace: scale"),
+        (lambda: jd.Gaussian(object(), 1.0), "Gaussian: loc"),
+        (lambda: jd.Categorical("ab"), "Categorical: probs"),
+        (lambda: jd.Laplace(0.0, None), "Laplace: scale"),
+        (lambda: jd.log_bc(P, Q, "x"), "alpha"),
+        (lambda: jd.log_bc(P, Q, None), "alpha"),
+        (lambda: jd.renyi(P, Q, "2"), "order"),
+        (lambda: jd.calibrate("laplace", None), "budget"),
+        (lambda: jd.mechanisms.laplace(epsilon="1"), "epsilon"),
+        (lambda: jd.mechanisms.randomized_response(None), "epsilon"),
+        (lambda: jd.Density(lambda x: -jnp.abs(x), breakpoints=["k"]), "Density: breakpoints"),
+    ]
+    for make, name in cases:
+        with pytest.raises(TypeError, match=f"^{name} must be a real number or array"):
+            make()
+    with pytest.raises(ValueError, match="shift and theta: batch shapes"):
+        jd.mechanisms.adversarial_laplace(jnp.ones(3), shift=jnp.ones(2), theta=1.0)
+    with pytest.raises(ValueError, match="Density: breakpoints contains NaN"):
+        jd.Density(lambda x: -jnp.abs(x) - math.log(2.0), breakpoints=[math.nan])
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,10 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         action="append",
         required=True,
         metavar="B",
-        help="privacy budget (nats for chernoff/kl, advantage in [0, 1) for tv); repeatable",
+        help=(
+            "privacy budget (nats for chernoff/kl; an advantage for tv, where a budget of 1 "
+            "or more constrains nothing: scale 0); repeatable"
+        ),
     )
     parser.add_argument(
         "--sensitivity",

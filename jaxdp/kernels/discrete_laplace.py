@@ -34,6 +34,7 @@ from jax.scipy.special import logsumexp
 
 from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
+from jaxdp._quotient import inverse_power_of_two
 
 #: Both distributions have full support, so the Chernoff optimum is interior.
 SAME_SUPPORT = True
@@ -62,7 +63,13 @@ def _stable(b1, b2, delta, a):
     # min/abs with one branch choice: consistent parameter-derivatives at the tie
     left = a / b1 <= (1.0 - a) / b2
     lam = jnp.where(left, a / b1, (1.0 - a) / b2)
-    diff = ((1.0 - a) * b1 - a * b2) / (b1 * b2)
+    # ((1 - a) b1 - a b2)/(b1 b2) with both scales brought into [1, 2) by exact powers of
+    # two s1, s2: the same roundings, but b1 b2 itself underflows (to 0 on XLA:CPU, which
+    # flushes subnormals) for scales below ~1e-154 (the geometric mechanism at eps > 1e154:
+    # nan for every a)
+    s1, s2 = (jax.lax.stop_gradient(inverse_power_of_two(b)) for b in (b1, b2))
+    c1, c2 = b1 * s1, b2 * s2
+    diff = ((1.0 - a) * (c1 * s2) - a * (c2 * s1)) / (c1 * c2)
     dl = jnp.where(left, diff, -diff)
     e2l = -jnp.expm1(-2.0 * lam)  # 1 - e^{-2 lambda}
     psi_d = sp.psi(dl)
@@ -162,7 +169,13 @@ def _cdf_diff(k, m1, b1, m2, b2):
     s = jnp.ldexp(jnp.ones_like(b1), -jnp.frexp(b1)[1])
     e12 = (b1 * s - b2 * s) / ((b1 * s) * (b2 * s)) * s
     dm = (m2 - m1) / b2
-    dlq = fm.log1p(q2 * jnp.expm1(e12) / (1.0 + q2))  # log1p(q1) - log1p(q2), q1 = q2 e^e12
+    # log1p(q1) - log1p(q2), q1 = q2 e^e12: q1 - q2 as q2 expm1(e12) where q1 and q2 are
+    # close, as the plain difference where e12 > 1 (no cancellation there; the product was
+    # 0 * inf = nan once e12 > ~709.78, a Q ~700 times narrower than P: TV nan, or 0 or 1
+    # after the extrema's reductions)
+    far = e12 > 1.0
+    dq = jnp.where(far, q1 - q2, q2 * jnp.expm1(jnp.where(far, 0.0, e12)))
+    dlq = fm.log1p(dq / (1.0 + q2))
     # below both: A_i = e^{-(m_i - k)/b_i} / (1 + q_i)
     # (each side's logs zeroed off its own region: they grow without bound there, and
     # inf * 0 in a branch that jnp.where drops still poisons the gradient)

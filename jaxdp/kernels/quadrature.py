@@ -328,8 +328,13 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
     xs, lws, piece_ends = _node_groups(P, Q, level, extra, ends=True)
     x, lw, disjoint = jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
     lp, lq = _log_probs_at(P, Q, x, lw, _live_point(P, Q, xs, lws))
+    # P has mass where q = 0: p^a q^(1-a) is +inf there for a > 1 (as for KL, the order 1)
+    p_outside = P.lower < Q.lower or P.upper > Q.upper
     if disjoint:
-        return jnp.full(jnp.shape(lw)[:-1], -jnp.inf, lw.dtype)
+        out = jnp.full(jnp.shape(lw)[:-1], -jnp.inf, lw.dtype)
+        if above_one:
+            out = jnp.where(jnp.asarray(a) > 1, jnp.inf, out)
+        return out
     a_ = jnp.asarray(a)[..., None]
     expo = cat.exponent(a_, lp, lq)
     direct = logsumexp(lw + expo, axis=-1)
@@ -351,6 +356,7 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
         size = jnp.abs(a_[..., 0] * lp[..., last]) + jnp.abs((1.0 - a_[..., 0]) * lq[..., last])
         growing = growing | ((end >= expo[..., prev] - 64 * eps * size) & (end > -jnp.inf))
     growing = growing | _singular_ends(x, xs, piece_ends, lw, expo, _finite_bounds(P, Q))
+    growing = growing | p_outside
     return jnp.where((jnp.asarray(a) > 1) & growing, jnp.inf, out)
 
 
