@@ -172,7 +172,9 @@ def _newton(P, Q, shape, dtype, max_steps):
     Newton/Halley step ``s`` that stays inside the bracket, else the bracket's midpoint. An
     element is finished once its step is at most ``tol * min(x, 1 - x)``, with ``tol =
     sqrt(eps)/10`` for Newton and ``eps**(1/3)/10`` for Halley, so that the error left after
-    taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level. For kernels with a
+    taking that step, ``O(s^2)`` or ``O(s^3)``, is at rounding level; with Halley steps also
+    only once that error, predicted from the third derivative, is (near a kink of ``f`` it
+    is not: see ``newton_step``). For kernels with a
     one-pass ``value_derivs`` the step is taken without another trip, and after the loop the
     value, :math:`f'` (the certificate, which must satisfy
     :math:`|f'| \le \sqrt{\epsilon}\,|f''|`) and :math:`f''` are evaluated once, at the
@@ -193,22 +195,36 @@ def _newton(P, Q, shape, dtype, max_steps):
     at1 = -d1 > 0
     x0 = jnp.where(at0, 0.0, jnp.where(at1, 1.0, _initial(P, Q, consts, shape, dtype)))
 
-    def newton_step(g, h, t):
+    def newton_step(g, h, t, x):
         # Newton -g/h, or Halley -g/(h (1 - g t / (2 h^2))) = -g h/(h^2 - g t/2) while that
         # factor stays within (1/2, 2); one division either way. nan where f is not
         # concave (h >= 0: no step), tested inside the division so that h and t are read
         # by that one kernel only (kernels need not store them: jaxdp._special.stored).
         concave = h < 0
-        if halley:
-            h2 = h * h
-            den = h2 - 0.5 * g * t
-            mild = (den > 0.5 * h2) & (den < 2.0 * h2)
-            return (
-                -g * jnp.where(mild, h, 1.0) / jnp.where(concave, jnp.where(mild, den, h), jnp.nan)
-            )
-        return -g / jnp.where(concave, h, jnp.nan)
+        if not halley:
+            return -g / jnp.where(concave, h, jnp.nan)
+        h2 = h * h
+        den = h2 - 0.5 * g * t
+        mild = (den > 0.5 * h2) & (den < 2.0 * h2)
+        s = -g * jnp.where(mild, h, 1.0) / jnp.where(concave, jnp.where(mild, den, h), jnp.nan)
+        # May this step be the last? The loop's small-step test (|s| <= tol min(x, 1 - x))
+        # assumes the asymptotic regime, where a Halley step leaves an error ~k^2 |s| and a
+        # Newton step ~k |s|, k = |g t|/h^2 = |s|/L for the length L = |h/t| over which f''
+        # changes. Near a kink of f (Laplace and discrete Laplace pairs whose shift is ~1e7
+        # scales: L ~ 1e-8), k is ~0.5 and the step left 1e-8 of alpha (1e-9 of the
+        # information) while passing that test. Steps whose predicted error exceeds
+        # eps min(x, 1 - x), to a factor of ~32 (a heuristic: powers of two from the
+        # exponent bits, |s| as |g/h|; no division, which would make s a kernel of its own
+        # and g, h, t read by two), carry a flag: the lowest mantissa bit of s set (the
+        # others have it clear), so that the loop's test reads it from s alone (a change
+        # of s by one ulp of itself).
+        eg, et, eh = _exponent(g), _exponent(t), _exponent(h)
+        log_k = eg + et - 2 * eh
+        log_err = jnp.where(mild, 2 * log_k, log_k) + (eg - eh)
+        last_ok = log_err <= _exponent(eps * jnp.minimum(x, 1.0 - x))
+        return _flag_step(s, ~last_ok)
 
-    def signed_step(g, h, t):
+    def signed_step(g, h, t, x):
         # The step, and +-inf with the sign of g where f is not concave, 0 where g = 0, nan
         # where g is: then sign(r) = sign(g) everywhere (h < 0 where there is a step), and r
         # carries all that the trip needs of f' too. The derivatives then reach one kernel
@@ -217,7 +233,7 @@ def _newton(P, Q, shape, dtype, max_steps):
         # (benchmarks/compare_trees.py against trees with SIGNED_STEP = False: Laplace, with
         # its value-only store, ~13% faster in float64 and ~11% in float32, Gaussian ~5% in
         # float32; discrete Laplace opts out, see _signed_step).
-        r = jnp.where(h < 0, newton_step(g, h, t), jnp.where(g > 0, jnp.inf, -jnp.inf))
+        r = jnp.where(h < 0, newton_step(g, h, t, x), jnp.where(g > 0, jnp.inf, -jnp.inf))
         return jnp.where(g == 0, 0.0, jnp.where(jnp.isnan(g), jnp.nan, r))
 
     # Loop state: the point x (the next to evaluate; the answer once finished), the bracket
@@ -286,8 +302,11 @@ def _newton(P, Q, shape, dtype, max_steps):
         else:
             (n1, n2), n3 = _grad2(P, Q, consts_, x), None
         g, h, t = -n1, -n2, (-n3 if halley else 0.0)
-        s = signed_step(g, h, t) if signed else newton_step(g, h, t)
-        if split:  # stored: the two state kernels read it (it would be fused into both)
+        s = signed_step(g, h, t, x) if signed else newton_step(g, h, t, x)
+        if split or (halley and not signed):
+            # stored: the state kernels read it (it would be fused into each; for the flagged
+            # step of a kernel without the signed step, with its derivatives: discrete
+            # Laplace 4.5x slower in float64)
             (s,) = sp.stored(x, s)
         sg = s if signed else g  # the same signs, zeros and nans (signed_step)
         # f is concave: the optimum lies right of x where f'(x) > 0, left where f'(x) < 0.
@@ -297,6 +316,8 @@ def _newton(P, Q, shape, dtype, max_steps):
         s = jnp.where(jnp.isfinite(s) & (x + s >= lo) & (x + s <= hi), s, jnp.nan)
         # (or the step is below the spacing of x: float32 with alpha* within ~1e-7 of 1)
         small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
+        if halley:  # (a flagged step is not the last; see newton_step)
+            small = small & ~_step_flagged(s)
         stop = (sg == 0) | (hi - lo <= 4 * eps) | jnp.isnan(sg)
         step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
         if one_pass:  # the status of an unfinished element is its count of evaluations
@@ -357,6 +378,37 @@ def _newton(P, Q, shape, dtype, max_steps):
         state = stack_state(rows)
     state = lax.while_loop(cond, body, state)
     return finish(state)
+
+
+def _int_type(x):
+    return jnp.int64 if x.dtype == jnp.float64 else jnp.int32
+
+
+def _exponent(x):
+    """``floor(log2 |x|)`` from the exponent bits (integers; -bias for 0 and subnormals,
+    bias + 1 for inf and nan)."""
+    info = jnp.finfo(x.dtype)
+    bits = lax.bitcast_convert_type(x, _int_type(x))
+    bias = 2 ** (info.nexp - 1) - 1
+    return ((bits >> info.nmant) & (2 * bias + 1)) - bias
+
+
+def _flag_step(s, flag):
+    """``s`` with its lowest mantissa bit set where ``flag`` and cleared elsewhere (finite,
+    nonzero ``s`` only: 0, inf and nan pass unchanged). On the bits alone, so that ``s`` has
+    one reader here."""
+    info = jnp.finfo(s.dtype)
+    bits = lax.bitcast_convert_type(s, _int_type(s))
+    magnitude = bits & (2 ** (info.bits - 1) - 1)  # the sign bit cleared
+    finite_nonzero = (magnitude != 0) & (magnitude < (2**info.nexp - 1) << info.nmant)
+    flagged = jnp.where(flag, bits | 1, bits & ~1)
+    return lax.bitcast_convert_type(jnp.where(finite_nonzero, flagged, bits), s.dtype)
+
+
+def _step_flagged(s):
+    """Whether :func:`_flag_step` flagged ``s`` (False for 0, inf and nan)."""
+    bit = (lax.bitcast_convert_type(s, _int_type(s)) & 1) == 1
+    return bit & jnp.isfinite(s) & (s != 0)
 
 
 def _pack(consts, params, shape, dtype):

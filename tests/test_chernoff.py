@@ -91,6 +91,26 @@ def test_discrete_pairs_vs_mpmath():
         assert abs(float(r.alpha[i]) - float(a)) < 1e-8
 
 
+def test_kinked_pairs_far_apart_are_solved_to_rounding():
+    # Shifts of ~1e7 scales make f nearly piecewise linear with a kink of width ~1e-8 in
+    # alpha: the closed-form start was followed by one step that passed the small-step
+    # test while leaving ~1e-8 of alpha (information 1.8e-9 and 6.4e-13 off, converged)
+    dl = (-14949461.0, 0.481254890098442, 42.0, 0.013248056312225127)
+    lap = (-3553962.077774301, 5.842356108741072e-05, 0.011767674830760655, 2.4779991199527177e-09)
+    assert mp_refs.dl_log_bc_geometric(0, 1.0, 3, 2.0, 0.3) == pytest.approx(
+        float(mp_refs.dl_log_bc(0, 1.0, 3, 2.0, 0.3)), rel=1e-15
+    )  # the geometric sums against the plain sum, where that is short
+    for cls, ref, c in (
+        (jd.DiscreteLaplace, mp_refs.dl_log_bc_geometric, dl),
+        (jd.Laplace, mp_refs.lap_log_bc_cf, lap),
+    ):
+        r = jd.chernoff(cls(c[0], c[1]), cls(c[2], c[3]))
+        info, a = mp_refs.chernoff(ref, *c)
+        assert bool(r.converged)
+        assert _rel(r.information, float(info)) < 1e-14, (cls, float(r.information), info)
+        assert abs(float(r.alpha) - float(a)) < 1e-14
+
+
 def test_randomized_response_attains_log_cosh():
     eps = jnp.asarray([1e-6, 0.1, 1.0, 5.0, 30.0])
     P, Q = jd.mechanisms.randomized_response(eps)
