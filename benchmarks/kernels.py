@@ -43,7 +43,7 @@ jax.config.update("jax_enable_x64", True)
 
 import jaxdp as jd  # noqa: E402
 
-FAMILIES = ("Laplace", "Gaussian", "DiscreteLaplace", "Cat10", "Quad")
+FAMILIES = ("Laplace", "Gaussian", "DiscreteLaplace", "Cat2", "Cat10", "Quad")
 
 
 def _problem(name, n, key):
@@ -66,10 +66,11 @@ def _problem(name, n, key):
             jnp.round(3 * loc[1]),
             scale[1],
         )
-    if name == "Cat10":
-        m = min(n, 10_000)
-        p = jax.random.dirichlet(k[0], jnp.ones(10), (m,))
-        q = jax.random.dirichlet(k[1], jnp.ones(10), (m,))
+    if name in ("Cat2", "Cat10"):
+        size = int(name[3:])
+        m = n if size == 2 else min(n, 10_000)
+        p = jax.random.dirichlet(k[0], jnp.ones(size), (m,))
+        q = jax.random.dirichlet(k[1], jnp.ones(size), (m,))
         return (lambda p, q: jd.chernoff(jd.Categorical(p), jd.Categorical(q))), (p, q)
     if name == "Quad":
         m = min(n, 1000)

@@ -24,6 +24,44 @@ from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
 
 
+def _sum(x):
+    """``x`` summed over its last axis; two categories (randomized response, any binary
+    mechanism) as one addition.
+
+    XLA:CPU ends a kernel at every reduction, while an addition fuses into its neighbours:
+    a Chernoff solve of two-category pairs compiles to 40 kernels instead of 60 and runs
+    ~10% faster (``benchmarks/compare_trees.py --families Categorical --cat-sizes 2``).
+    Results agree to rounding (XLA may contract a product into the addition).
+    """
+    if x.shape[-1] == 2:
+        return x[..., 0] + x[..., 1]
+    return jnp.sum(x, axis=-1)
+
+
+def _max(x):
+    """The maximum over the last axis, kept as an axis of one (see :func:`_sum`)."""
+    if x.shape[-1] == 2:
+        return jnp.maximum(x[..., :1], x[..., 1:])
+    return jnp.max(x, axis=-1, keepdims=True)
+
+
+def _all(x):
+    """``jnp.all`` over the last axis (see :func:`_sum`)."""
+    if x.shape[-1] == 2:
+        return x[..., 0] & x[..., 1]
+    return jnp.all(x, axis=-1)
+
+
+def _logsumexp(x):
+    """``jax.scipy.special.logsumexp`` over the last axis, its steps spelled out for two
+    categories (see :func:`_sum`)."""
+    if x.shape[-1] != 2:
+        return logsumexp(x, axis=-1)
+    m = _max(x)
+    m = lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
+    return jnp.log(_sum(jnp.exp(x - m))) + m[..., 0]
+
+
 def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
     """Sum of weighted AM-GM deficits (see module doc); ``weights`` multiplies each term.
 
@@ -39,7 +77,8 @@ def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
     if len(shape) < 2:
         return jnp.sum(_deficit_terms(*args), axis=axis)
     flat = [jnp.broadcast_to(x, shape).reshape(-1) for x in args]
-    return jnp.sum(_deficit_terms(*flat).reshape(shape), axis=axis)
+    terms = _deficit_terms(*flat).reshape(shape)
+    return _sum(terms) if axis in (-1, len(shape) - 1) else jnp.sum(terms, axis=axis)
 
 
 def _deficit_terms(a, lp, lq, weights=None):
@@ -79,7 +118,7 @@ def exponent(a, lp, lq):
 def log_bc(P, Q, a):
     lp, lq = P.log_probs, Q.log_probs
     a_ = jnp.asarray(a)[..., None]
-    direct = logsumexp(exponent(a_, lp, lq), axis=-1)
+    direct = _logsumexp(exponent(a_, lp, lq))
     deficit = _deficit_any_order(a_, lp, lq)
     return combine(a, direct, deficit)
 
@@ -90,7 +129,7 @@ def _deficit_any_order(a_, lp, lq, weights=None):
     inside = (a_ >= 0) & (a_ <= 1)
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
     l = jnp.where(both, lp - lq, jnp.inf)
-    mild = jnp.all((jnp.abs(l) <= 1.0) | ((lp == -jnp.inf) & (lq == -jnp.inf)), axis=-1)
+    mild = _all((jnp.abs(l) <= 1.0) | ((lp == -jnp.inf) & (lq == -jnp.inf)))
     deficit = deficit_sum(jnp.where(inside | mild[..., None], a_, 0.5), lp, lq, weights=weights)
     return jnp.where(inside[..., 0] | mild, deficit, jnp.inf)
 
@@ -98,7 +137,7 @@ def _deficit_any_order(a_, lp, lq, weights=None):
 def kl(P, Q):
     r""":math:`\sum_k p_k \varphi(-\ell_k)`, :math:`\ell = \log p/q` (equal to
     :math:`\sum p\log(p/q)` because both sum to 1; non-negative terms)."""
-    return jnp.sum(kl_terms(P.log_probs, Q.log_probs), axis=-1)
+    return _sum(kl_terms(P.log_probs, Q.log_probs))
 
 
 def kl_terms(lp, lq, *, normalized=True):
@@ -118,7 +157,7 @@ def kl_terms(lp, lq, *, normalized=True):
 
 def tv(P, Q):
     r""":math:`\tfrac12\sum_k |p_k - q_k|`, with :math:`p - q = q\,\mathrm{expm1}(\ell)`."""
-    return 0.5 * jnp.sum(abs_diff(P.log_probs, Q.log_probs), axis=-1)
+    return 0.5 * _sum(abs_diff(P.log_probs, Q.log_probs))
 
 
 def abs_diff(lp, lq):
@@ -167,7 +206,7 @@ def moment_setup(lp, lq, lw=None, *, normalized=True):
     dl = 1.0 + jnp.abs(jnp.where(small, lp, 0.0)) + jnp.abs(jnp.where(small, lq, 0.0))
     comp_err = jnp.where(small, wq * jnp.abs(ls) * dl, jnp.abs(base))
     plain_err = jnp.where(small, w * jnp.sqrt(p * q) * (jnp.abs(ls) + dl), 0.0)
-    near = jnp.sum(comp_err - plain_err, axis=-1) < 0
+    near = _sum(comp_err - plain_err) < 0
     return lpm, lqm, l_kept, (wq * ls, base, near)
 
 
@@ -231,11 +270,11 @@ def moment_eval(consts, a):
         l = lpm - lqm
     # logsumexp sharing its exponentials with the tilted weights; the shift m cancels
     # (also in tangents, hence stop_gradient)
-    m = lax.stop_gradient(jnp.max(e, axis=-1, keepdims=True))
+    m = lax.stop_gradient(_max(e))
     z = jnp.exp(e - m)
-    s = jnp.sum(z, axis=-1)
+    s = _sum(z)
     if comp is None:
-        d1 = jnp.sum(z * l, axis=-1) / s
+        d1 = _sum(z * l) / s
     else:
         wq_ls, base, near = comp
         # l split exactly into its |l| <= 1 part and the rest (one of the two is 0)
@@ -247,9 +286,9 @@ def moment_eval(consts, a):
         # the unused branch's gradient nan)
         nr = near[..., None]
         scale = jnp.exp(-jnp.where(nr, m, 0.0))
-        d1 = jnp.sum(z * (l - ls) + jnp.where(nr, t * scale, z * ls), axis=-1) / s
+        d1 = _sum(z * (l - ls) + jnp.where(nr, t * scale, z * ls)) / s
     # (sqrt(z) |l - d1|)^2, a sum of squares (0 * inf from a huge |l| would poison it)
-    d2 = jnp.sum(jnp.square(sp.sqrt_weight(z) * (l - d1[..., None])), axis=-1) / s
+    d2 = _sum(jnp.square(sp.sqrt_weight(z) * (l - d1[..., None]))) / s
     return d1, d2
 
 
