@@ -315,9 +315,10 @@ def _newton(P, Q, shape, dtype, max_steps):
         # no step where f is not concave there or the step leaves the bracket
         s = jnp.where(jnp.isfinite(s) & (x + s >= lo) & (x + s <= hi), s, jnp.nan)
         # (or the step is below the spacing of x: float32 with alpha* within ~1e-7 of 1)
-        small = (jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)) | (x + s == x)
-        if halley:  # (a flagged step is not the last; see newton_step)
+        small = jnp.abs(s) <= tol * jnp.minimum(x, 1 - x)
+        if halley:  # (a flagged step is not the last, unless it cannot move x: newton_step)
             small = small & ~_step_flagged(s)
+        small = small | (x + s == x)
         stop = (sg == 0) | (hi - lo <= 4 * eps) | jnp.isnan(sg)
         step = jnp.where(jnp.isnan(s), jnp.where(stop, x, 0.5 * (lo + hi)), x + s)
         if one_pass:  # the status of an unfinished element is its count of evaluations

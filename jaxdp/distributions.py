@@ -262,8 +262,10 @@ class Density(Distribution):
 
     The density must integrate to 1; that is the caller's contract (checked by tests, not
     at run time). A ``nan`` from ``log_prob`` is read as a zero density at that node (as
-    ``(k - 1) log x`` gives at ``x = 0`` for ``k = 1``): a ``log_prob`` that returns ``nan``
-    elsewhere gives wrong numbers, not ``nan``; check it on a grid first.
+    ``(k - 1) log x`` gives at ``x = 0`` for ``k = 1``): the constructor rejects a
+    ``log_prob`` that is ``nan`` at ``centre`` or ``centre -+ scale`` (inside the support,
+    concrete parameters), but one that is ``nan`` elsewhere gives wrong numbers, not
+    ``nan``; check it on a grid first.
     """
 
     _data_fields = ("params", "breakpoints", "centre", "scale")
@@ -321,6 +323,27 @@ class Density(Distribution):
             lower=lower,
             upper=upper,
         )
+        self._check_log_prob()
+
+    def _check_log_prob(self):
+        """Evaluate ``log_prob`` at ``centre`` and ``centre -+ scale`` (those strictly inside
+        the support; concrete parameters only) and reject ``nan``: the quadrature reads a
+        ``nan`` as a zero density (see the class doc), so a broken ``log_prob`` would
+        otherwise give finite, wrong numbers."""
+        if not _checks.is_concrete(self.params, self.centre, self.scale):
+            return
+        offsets = jnp.asarray([-1.0, 0.0, 1.0], self.dtype)
+        x = self.centre[..., None] + self.scale[..., None] * offsets
+        x = jnp.broadcast_to(x, self.batch_shape + (3,))
+        inside = np.asarray((x > self.lower) & (x < self.upper))
+        if not inside.any():
+            return
+        bad = np.isnan(np.asarray(self.log_prob(x))) & inside
+        if bad.any():
+            raise ValueError(
+                f"Density: log_prob returned nan at x = {np.asarray(x)[bad].flat[0]:.6g}, inside "
+                f"the support ({self.lower}, {self.upper})"
+            )
 
     @property
     def batch_shape(self) -> tuple[int, ...]:

@@ -771,6 +771,12 @@ def test_non_numeric_arguments_raise_errors_that_name_them():
         jd.mechanisms.adversarial_laplace(jnp.ones(3), shift=jnp.ones(2), theta=1.0)
     with pytest.raises(ValueError, match="Density: breakpoints contains NaN"):
         jd.Density(lambda x: -jnp.abs(x) - math.log(2.0), breakpoints=[math.nan])
+    # a log_prob that is nan inside the support (read as a zero density by the quadrature:
+    # against Gaussian(), KL 1.0, TV 0.5 and Chernoff inf, converged)
+    with pytest.raises(ValueError, match="Density: log_prob returned nan at x = -1"):
+        jd.Density(lambda x: jnp.full_like(x, jnp.nan))
+    # nan only on the support bound (0 log 0) is legal
+    jd.Density(lambda x: 0.0 * jnp.log(x) - x, lower=0.0)
 
 
 @pytest.mark.parametrize(
