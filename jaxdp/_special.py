@@ -261,7 +261,7 @@ def amgm_gap(a, l, b=None):
     ``1 - a`` would give (e.g. :math:`a` just below 1). Outside ``[0, 1]`` (Rényi orders
     above 1, where :math:`G \le 0`) the series also needs :math:`|a\ell|, |(1-a)\ell| \le 1`:
     its terms grow like :math:`(a\ell)^n/n!` and 18 of them do not reach the sum beyond that
-    (order 20 at :math:`\ell = -0.4`: 8% off); the direct form is used there.
+    (order 20 at :math:`\ell = -0.4`: 8% off); the forms for :math:`\ell < -1` are used there.
     """
     a = jnp.asarray(a)
     l = jnp.asarray(l)
@@ -288,8 +288,9 @@ def amgm_gap(a, l, b=None):
     # 0 instead of 1/2 at a = 1/2, l = -3e16). a > 1/2 (b = 1 - a, L = -l):
     # e^{-L} [b phi(L) - phi(bL)], the second factor kept as e^{-L} phi(bL) (no cancellation
     # when b is tiny) unless bL is so large that phi(bL) would overflow, where the plain
-    # difference is harmless. Outside [0, 1] (Rényi orders above 1, G <= 0) the first form,
-    # which has no cancellation there either.
+    # difference is harmless. Outside [0, 1] (Rényi orders above 1, G <= 0), a < 0 takes the
+    # first form and a > 1 the second (b < 0; the first cancels as a -> 1+: 2e-4 relative
+    # at a = 1 + 1e-12, l = -1.9, against 6e-16; mpmath, 80 digits).
     e = jnp.exp(-big_l)
     low = a * jnp.expm1(lf) - jnp.expm1(a * lf)
     bl = b * big_l
@@ -300,7 +301,7 @@ def amgm_gap(a, l, b=None):
         jnp.exp(-a * big_l) - e * (1.0 + bl),
     )
     high = b * (-jnp.expm1(-big_l) - big_l * e) - e_phi_bl
-    large = jnp.where((a <= 0.5) | (a > 1), low, high)
+    large = jnp.where(a <= 0.5, low, high)
     large = jnp.where(finite, large, b)
     return jnp.where(small, series, large)
 

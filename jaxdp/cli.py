@@ -108,6 +108,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (ValueError, TypeError, OSError, KeyError, OverflowError) as e:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return _fail(msg)
+    except MemoryError as e:  # (numpy's allocation errors say how much and for what shape)
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
+        return _fail(f"out of memory: {msg}")
 
 
 def _compile_cache() -> str | None:

@@ -68,3 +68,18 @@ def test_chernoff_json_is_strict_for_infinite_values(capsys):
     out = capsys.readouterr().out
     rows = json.loads(out, parse_constant=lambda c: pytest.fail(f"non-JSON constant {c}"))
     assert rows[0]["chernoff"] == "inf" and rows[0]["tv"] == 1.0
+
+
+def test_out_of_memory_is_one_line(monkeypatch, capsys):
+    # an allocation that fails anywhere in a command (numpy's MemoryError) was a traceback
+    import jaxdp
+
+    def boom(*args, **kwargs):
+        raise MemoryError("Unable to allocate 7.28 TiB for an array with shape (10**12,)")
+
+    monkeypatch.setattr(jaxdp, "chernoff", boom)
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "jaxdp: error: out of memory: Unable to allocate 7.28 TiB for an array with shape (10**12,)"
+    ]

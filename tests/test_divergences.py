@@ -384,6 +384,24 @@ def test_categorical_divergences():
     assert float(jd.kl(Q, P)[1]) == np.inf
 
 
+def test_categorical_tv_where_rounding_hides_a_difference_under_a_mass_near_one():
+    # [x, 1 - x] stored as [x, 1]: the half-sum of |p - q| was x/2 (it lost the second
+    # category's difference to rounding), below 1 - e^{-C} for the Chernoff information x
+    for x, y in ((1e-17, 0.0), (1e-300, 1e-200), (3e-17, 1e-17)):
+        P, Q = jd.Categorical(jnp.asarray([x, 1.0])), jd.Categorical(jnp.asarray([y, 1.0]))
+        # (masses are stored as logs: exp(log x) carries ~|log x| eps, 5e-14 at 1e-200)
+        np.testing.assert_allclose(jd.tv(P, Q), abs(x - y), rtol=1e-13)
+        np.testing.assert_allclose(jd.tv(Q, P), abs(x - y), rtol=1e-13)
+        c = float(jd.chernoff(P, Q).information)
+        assert -math.expm1(-c) <= float(jd.tv(P, Q)) * (1 + 1e-15)
+    # the gradient stays the half-sum's: d/dp_k of TV = sign(p_k - q_k)/2
+    q = jnp.asarray([0.3, 0.25, 0.45])
+    grad = jax.grad(lambda p: jd.tv(jd.Categorical(p), jd.Categorical(q)))(
+        jnp.asarray([0.2, 0.3, 0.5])
+    )
+    np.testing.assert_allclose(grad, [-0.5, 0.5, 0.5], rtol=1e-15)
+
+
 def _categorical_renyi_error(pi, qi, orders):
     """Max relative error of ``jd.renyi`` against 60-digit sums (exactly normalised input)."""
     with mp.workdps(60):
@@ -412,6 +430,11 @@ def test_categorical_renyi_orders_above_one_vs_mpmath():
     # relative rounding (as for orders in [0, 1]: benchmarks/bench_accuracy.py, 9.7e-12).
     pi, qi = [0.25, 0.25, 0.5], [0.25 + 2.0**-20, 0.25 - 2.0**-20, 0.5]
     assert _categorical_renyi_error(pi, qi, orders) < 2e-11
+    # A light point far apart (|log p/q| = log 4 > 1), the rest nearly equal: C_a - 1 is
+    # ~1e-16, and the direct form, used wherever some |log p/q| > 1, was 11% off at order 2
+    for u in (2.0**-53, 2.0**-50):
+        pi, qi = [u, 0.5 - u, 0.5], [4 * u, 0.5 - 4 * u, 0.5]  # sums exactly 1
+        assert _categorical_renyi_error(pi, qi, orders[:7]) < 1e-13, u
 
 
 @pytest.mark.parametrize(
@@ -445,6 +468,24 @@ def test_randomized_response_at_huge_epsilon(dtype, epsilons, k):
         for x, y in zip(map(mp.mpf, a.tolist()), l.tolist(), strict=True):
             g.append(float(x * mp.exp(y) + 1 - x - mp.exp(x * y)))
     assert _rel(sp.amgm_gap(jnp.asarray(a), jnp.asarray(l)), g).max() < 1e-15
+
+
+def test_amgm_deficit_outside_the_unit_interval_vs_mpmath():
+    # G(a, l) = a e^l + 1 - a - e^{al} for Renyi orders above 1 (and a = 1 - order < 0, the
+    # mirrored points): a expm1(l) - expm1(a l) cancelled as a -> 1+ (2e-4 relative at
+    # a = 1 + 1e-12)
+    a = np.repeat([1 + 1e-12, 1 + 1e-6, 1.0001, 1.5, 10.0, -1e-9, -0.5, -5.0], 4)
+    l = np.tile([-1.05, -1.9, -30.0, -100.0], 8)
+    keep = np.abs(a * l) < 600
+    a, l = a[keep], l[keep]
+    with mp.workdps(80):
+        want = []
+        for x, y in zip(map(mp.mpf, a.tolist()), l.tolist(), strict=True):
+            want.append(float(x * mp.exp(y) + 1 - x - mp.exp(x * y)))
+    # (|a l| up to 500: exp of a rounded product carries |a l| eps)
+    tol = np.maximum(4e-16, 2e-16 * np.abs(a * l))
+    got = np.asarray(sp.amgm_gap(jnp.asarray(a), jnp.asarray(l)))
+    assert np.all(_rel(got, want) < tol), (_rel(got, want) / tol).max()
 
 
 def test_categorical_subnormal_probabilities():

@@ -449,6 +449,19 @@ BAD_SPECS = [
     ({"dtype": "float16"}, "dtype must be one of"),
     ({"chunk_size": 0}, "chunk_size must be a positive integer"),
     ({"colour": "blue"}, "unknown key 'colour'"),
+    # too large: refused before anything is allocated (np.linspace of 1e12 points, or a
+    # done-mask of 1e16 chunks, ended in a MemoryError traceback; a huge integer in
+    # "Python int too large to convert to C long")
+    ({"grid": {"epsilon": {"linspace": [1, 2, 10**12]}}}, "has 1000000000000 points, more"),
+    (
+        {
+            "mechanism": "adversarial_laplace",
+            "grid": {name: {"linspace": [1, 2, 10**5]} for name in ("epsilon", "shift", "theta")}
+            | {"sensitivity": {"linspace": [1, 2, 10**4]}},
+        },
+        r"the grid has 1e\+19 points",
+    ),
+    ({"grid": {"epsilon": [1, 10**20]}}, "outside the 64-bit integer range"),
 ]
 
 

@@ -124,12 +124,21 @@ def log_bc(P, Q, a):
 
 
 def _deficit_any_order(a_, lp, lq, weights=None):
-    """Deficit sum for a in [0, 1]; for a > 1 only where every |log p/q| <= 1 (near-identical
-    pairs; elsewhere the direct form is accurate and the deficit is set to +inf)."""
+    """Deficit sum for a in [0, 1]; for a > 1 where no term overflows: every point with
+    both masses positive has (a - 1)|log p/q| <= 500 (elsewhere C_a is huge, the direct form
+    is accurate, and the deficit is set to +inf; a point where only q vanishes makes C_a
+    infinite). Not only near-identical pairs need it: with a light point far apart
+    (|log p/q| > 1) and the rest equal, C_a - 1 is as small, and the direct form gave Rényi
+    divergences of order 2 to 10 only to ~1e-16 absolute (0 for 6.4e-20; 11% off for
+    2.5e-16)."""
     inside = (a_ >= 0) & (a_ <= 1)
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
     l = jnp.where(both, lp - lq, jnp.inf)
-    mild = _all((jnp.abs(l) <= 1.0) | ((lp == -jnp.inf) & (lq == -jnp.inf)))
+    mild = _all(
+        (jnp.abs(l) <= 1.0)
+        | (both & ((a_ - 1.0) * jnp.abs(l) <= 500.0))
+        | ((lp == -jnp.inf) & (lq == -jnp.inf))
+    )
     deficit = deficit_sum(jnp.where(inside | mild[..., None], a_, 0.5), lp, lq, weights=weights)
     return jnp.where(inside[..., 0] | mild, deficit, jnp.inf)
 
@@ -156,8 +165,23 @@ def kl_terms(lp, lq, *, normalized=True):
 
 
 def tv(P, Q):
-    r""":math:`\tfrac12\sum_k |p_k - q_k|`, with :math:`p - q = q\,\mathrm{expm1}(\ell)`."""
-    return 0.5 * _sum(abs_diff(P.log_probs, Q.log_probs))
+    r""":math:`\max(\sum_{p > q} (p_k - q_k), \sum_{q > p} (q_k - p_k))`, with
+    :math:`p - q = q\,\mathrm{expm1}(\ell)`.
+
+    Both sums equal :math:`\tfrac12\sum_k |p_k - q_k|` for masses that sum to 1 exactly.
+    Stored masses sum to 1 only to rounding, and rounding hides a small difference under a
+    mass near 1: ``[1e-17, 1]`` against ``[0, 1]`` (read, as everywhere in jaxdp, as
+    ``[x, 1 - x]``) has one sum 1e-17 and the other 0, and the half-sum 5e-18 broke
+    :math:`1 - e^{-C} \le TV` against the (exact) Chernoff information 1e-17. A hidden
+    difference only lowers its side's sum, so the larger one is kept. The gradient is the
+    half-sum's (the two differ by rounding), so that it does not jump between the sides.
+    """
+    lp, lq = P.log_probs, Q.log_probs
+    d = abs_diff(lp, lq)
+    above = lp > lq
+    up, down = _sum(jnp.where(above, d, 0.0)), _sum(jnp.where(above, 0.0, d))
+    half = 0.5 * (up + down)
+    return half + lax.stop_gradient(jnp.maximum(up, down) - half)
 
 
 def abs_diff(lp, lq):

@@ -111,11 +111,21 @@ class Grid:
         return out
 
 
+#: Points per axis at most: each axis's coordinates are held in host memory and checked
+#: against the mechanism before the run (~40 bytes a value at peak); a longer axis can be
+#: split into two (e.g. an outer axis of offsets) or into several sweeps.
+MAX_AXIS_POINTS = 2**24
+#: Points per grid at most: flat point indices stay exact in float64 and int64 arithmetic.
+MAX_GRID_POINTS = 2**53
+
+
 def _number(x: Any, what: str) -> int | float:
     if isinstance(x, bool) or not isinstance(x, int | float):
         raise ValueError(f"spec: {what} must be a number, got {x!r}")
     if isinstance(x, float) and not math.isfinite(x):
         raise ValueError(f"spec: {what} must be finite, got {x!r}")
+    if isinstance(x, int) and abs(x) > 2**63 - 1:
+        raise ValueError(f"spec: {what} is outside the 64-bit integer range, got {x!r}")
     return x
 
 
@@ -170,4 +180,14 @@ def parse_grid(table: Any) -> Grid:
             axes.append(Axis(name, "values", vals))
         else:
             fixed.append((name, _number(value, where)))
+    for axis in axes:
+        if axis.size > MAX_AXIS_POINTS:
+            raise ValueError(
+                f"spec: grid parameter '{axis.name}' has {axis.size} points, more than the "
+                f"{MAX_AXIS_POINTS} an axis may have (its coordinates are held in memory): "
+                "split it into two axes or several sweeps"
+            )
+    total = math.prod(axis.size for axis in axes)
+    if total > MAX_GRID_POINTS:
+        raise ValueError(f"spec: the grid has {total:.3g} points, more than 2**53")
     return Grid(tuple(axes), tuple(fixed))
