@@ -179,3 +179,21 @@ def test_categorical_components_stack_by_number_of_categories():
         return text.count(" fusion(")
 
     assert n_kernels(8) == n_kernels(2)
+
+
+def test_gain_is_never_negative_in_float32():
+    # symmetric mechanisms share alpha* = 1/2, so the gain is 0 exactly; float32 rounding
+    # made it -9.3e-10 (-1 ulp of the sum) at one eps of this grid
+    m = jd.mechanisms
+    e = jnp.logspace(-3, 2, 10).astype(jnp.float32)
+    r = jd.compose(
+        [
+            m.laplace(epsilon=e),
+            m.gaussian(sigma=2 / e),
+            m.randomized_response(e),
+            m.geometric(epsilon=e),
+        ]
+    )
+    assert r.gain.dtype == jnp.float32
+    assert float(jnp.min(r.gain)) >= 0.0
+    np.testing.assert_allclose(r.gain, 0.0, atol=2e-7 * float(jnp.max(r.paper_sum)))
