@@ -64,7 +64,10 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     Differentiable in the parameters and in ``order``; at ``order == 1``,
     :math:`dD_\lambda/d\lambda = \mathrm{Var}_P[\log(p/q)]/2` (the second
     :math:`\alpha`-derivative of :math:`\log C_\alpha` at 1, halved: from below, where the
-    orders above 1 diverge). Higher derivatives in ``order`` at exactly 1 are not exact (0).
+    orders above 1 diverge). Not exact (0) at exactly 1: higher derivatives in ``order``, and
+    mixed derivatives in ``order`` and the parameters (the gradient of that slope). Near 1,
+    second derivatives in ``order`` lose digits to cancellation, ~1e-16
+    :math:`\log C_\lambda/(\lambda - 1)^3` (2e-4 relative at :math:`1 - 10^{-6}`).
     """
     # KL only where some order is 1: its gradient may overflow (e.g. d/db2 of b1/b2 for a
     # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
