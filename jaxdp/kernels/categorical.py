@@ -30,7 +30,9 @@ def _sum(x):
 
     XLA:CPU ends a kernel at every reduction, while an addition fuses into its neighbours:
     a Chernoff solve of two-category pairs compiles to 40 kernels instead of 60 and runs
-    ~10% faster (``benchmarks/compare_trees.py --families Categorical --cat-sizes 2``).
+    15-25% faster (``benchmarks/compare_trees.py --families Categorical --cat-sizes 2
+    --runs 3``, batch 1e5: float64 390.9 -> 332.5 ns/pair, float32 283.3 -> 213.6; compile
+    time unchanged, ``--compile 5``).
     Results agree to rounding (XLA may contract a product into the addition).
     """
     if x.shape[-1] == 2:

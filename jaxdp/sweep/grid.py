@@ -112,7 +112,8 @@ class Grid:
 
 
 #: Points per axis at most: each axis's coordinates are held in host memory and checked
-#: against the mechanism before the run (~40 bytes a value at peak); a longer axis can be
+#: against the mechanism before the run (~40 bytes a value at peak, by an ad hoc
+#: `/usr/bin/time` of `jaxdp sweep --dry-run`); a longer axis can be
 #: split into two (e.g. an outer axis of offsets) or into several sweeps.
 MAX_AXIS_POINTS = 2**24
 #: Points per grid at most: flat point indices stay exact in float64 and int64 arithmetic.
