@@ -495,7 +495,7 @@ def baseline_optax(fam, cfg, ref_fn, n_pairs):
     newton = np.asarray(jax.device_get(jax.jit(fam.fn())(*arrays)).information)
     rel = np.abs(opt - newton) / np.abs(newton)
     res["rel_diff_vs_newton"] = {"max": float(np.nanmax(rel)), "median": float(np.nanmedian(rel))}
-    res["method"] = "jaxdp.chernoff(P, Q, method='optax') (optax.lbfgs on logit(alpha))"
+    res["method"] = "jaxdp.chernoff(P, Q, method='optax') (optax.lbfgs on logit(alpha), per pair)"
     return res
 
 

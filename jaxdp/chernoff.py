@@ -25,8 +25,8 @@ would be slow or cancel); for kernels with a one-pass ``value_derivs`` the last 
 is taken without another trip, and the value, the certificate :math:`f'` and :math:`f''`
 are then evaluated once, at the returned :math:`\alpha` (the others evaluate their
 derivatives there by one more trip, then the value). ``method="optax"`` runs
-``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead (same endpoint test) for
-comparison.
+``optax.lbfgs`` on :math:`\mathrm{logit}(\alpha)` instead, one pair at a time (same
+endpoint test, and Newton's certificate at the point it returns), for comparison.
 
 Gradients never differentiate the iterations: the information uses the envelope theorem,
 :math:`dC/d\theta = \partial f/\partial\theta\,(\alpha^*)`, and :math:`\alpha^*` the implicit
@@ -347,10 +347,7 @@ def _newton(P, Q, shape, dtype, max_steps):
             (value,), (g, h) = sp.stored(alpha, raw_log_bc(P, Q, alpha, unit=True)), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
-        # (an overflowed f'' certifies nothing: |f'| <= inf held for f' = inf too; f' = 0
-        # exactly needs no f'': discrete Laplace at eps > ~1e154, whose f'' overflows, at
-        # its symmetric optimum 1/2)
-        certified = ((jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)) & (jnp.abs(h) < jnp.inf)) | (g == 0)
+        certified = _newton_certified(g, h, eps)
         # Or the bracket certifies: collapsed to a few ulp around alpha (f' changes sign in
         # it, f concave), and |f'| times its width, a bound on the value's error, is ulp-sized
         # relative to the value. A maximum that is a kink at float resolution (discrete
@@ -472,21 +469,45 @@ def _barrier(tree):
     return jax.tree_util.tree_unflatten(treedef, leaves)
 
 
+def _newton_certified(g, h, eps):
+    r"""The optimality certificate: the Newton step :math:`|f'/f''|` from the returned point
+    is at most :math:`\sqrt{\epsilon}`, so the value is within :math:`\sim\epsilon |f''|` of
+    the maximum. (An overflowed :math:`f''` certifies nothing, as :math:`|f'| \le \infty`
+    holds for :math:`f' = \infty` too; :math:`f' = 0` exactly needs no :math:`f''`: discrete
+    Laplace at eps > ~1e154, whose :math:`f''` overflows, at its symmetric optimum 1/2.)"""
+    return ((jnp.abs(g) <= jnp.sqrt(eps) * jnp.abs(h)) & (jnp.abs(h) < jnp.inf)) | (g == 0)
+
+
 def _lbfgs(P, Q, shape, dtype, max_steps):
+    r"""``optax.lbfgs`` (zoom line search) on :math:`z = \mathrm{logit}(\alpha)`, minimising
+    :math:`\log C_{\sigma(z)}` from :math:`z = 0`. ``chernoff`` calls it one pair at a time
+    (``lax.map``): each pair has its own L-BFGS memory, line search and stopping test (one
+    L-BFGS over the sum of a batch shares its line search and curvature pairs across the
+    batch, and stalled on batches whose scales differ). It stops when the step in ``z`` is
+    at most :math:`\sqrt{\epsilon}` (L-BFGS in one dimension is a secant method: the error
+    after such a step is far smaller) and is certified by Newton's test,
+    :func:`_newton_certified`, at the returned point."""
     consts = _setup(P, Q)
     d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     at0, at1 = d0 > 0, d1 < 0
 
+    # in units of the Bhattacharyya distance: L-BFGS's first step is the gradient itself,
+    # ~1e-33 long for a pair whose information is ~1e-33, and its stopping test is absolute
+    unit = -raw_log_bc(P, Q, jnp.full(shape, 0.5, dtype), unit=True)
+    unit = jnp.where((unit > 0) & (unit < jnp.inf), unit, 1.0)
+
     def objective(z):
-        return jnp.sum(raw_log_bc(P, Q, jax.nn.sigmoid(z), unit=True))
+        return jnp.sum(raw_log_bc(P, Q, jax.nn.sigmoid(z), unit=True) / unit)
 
     opt = optax.lbfgs()
     value_and_grad = optax.value_and_grad_from_state(objective)
-    tol = 1e3 * jnp.finfo(dtype).eps
+    eps = jnp.finfo(dtype).eps
+    tol = jnp.sqrt(eps)
 
     def cond(carry):
-        _, _, it, gnorm = carry
-        return (it < max_steps) & (gnorm > tol)
+        _, _, it, step = carry
+        # (a nan step, e.g. of a pair with disjoint supports, stops too)
+        return (it < max_steps) & jnp.any(step > tol)
 
     def body(carry):
         z, opt_state, it, _ = carry
@@ -494,16 +515,15 @@ def _lbfgs(P, Q, shape, dtype, max_steps):
         updates, opt_state = opt.update(
             grad, opt_state, z, value=value, grad=grad, value_fn=objective
         )
-        z = optax.apply_updates(z, updates)
-        return z, opt_state, it + 1, jnp.max(jnp.abs(grad))
+        return z + updates, opt_state, it + 1, jnp.abs(updates)
 
     z0 = jnp.zeros(shape, dtype)
-    z, _, it, _ = lax.while_loop(cond, body, (z0, opt.init(z0), 0, jnp.asarray(jnp.inf, dtype)))
+    init = (z0, opt.init(z0), 0, jnp.full(shape, jnp.inf, dtype))
+    z, _, it, _ = lax.while_loop(cond, body, init)
     a = jnp.where(at0, 0.0, jnp.where(at1, 1.0, jax.nn.sigmoid(z)))
-    value, g1, _, _ = _value_derivs(P, Q, consts, a)
-    g = -g1
-    # L-BFGS is not expected to reach a Newton-sized step; certify |f'| <= 1e-6 instead
-    certified = jnp.abs(g) <= 1e-6
+    value, g1, g2, _ = _value_derivs(P, Q, consts, a)
+    g, h = -g1, -g2
+    certified = _newton_certified(g, h, eps)
     done = jnp.ones(shape, bool)
     at_end = at0 | at1 | jnp.isnan(g)  # as in _newton (pairs with no end point: d0 + d1 = nan)
     return _Solve(a, value, g, certified, done, at_end, jnp.full(shape, it, jnp.int32))
@@ -639,7 +659,9 @@ def chernoff(
     Args:
       P, Q: distributions (batch shapes broadcast).
       method: ``"newton"`` (default; safeguarded Newton on :math:`f'`) or ``"optax"``
-        (``optax.lbfgs`` on the logit of :math:`\alpha`).
+        (``optax.lbfgs`` on the logit of :math:`\alpha`, one pair at a time: a reference
+        for the default, ~100x slower to run and ~10x slower to compile; certified by the
+        same test, without the bracket test that certifies kinks at float resolution).
       max_steps: static iteration cap.
 
     Returns:
@@ -685,6 +707,18 @@ def _chernoff_dispatch(P, Q, method, max_steps):
         empty = jnp.zeros(shape, jnp.result_type(P.dtype, Q.dtype, float))
         none = jnp.zeros(shape, bool)
         return ChernoffResult(empty, empty, empty, none, jnp.zeros(shape, jnp.int32))
+    if method == "optax":  # one L-BFGS per pair (see _lbfgs)
+        flat = [
+            jax.tree_util.tree_map(
+                lambda x: x.reshape((size, *x.shape[len(shape) :])), d._broadcast_batch(shape)
+            )
+            for d in (P, Q)
+        ]
+        # (a sequential map: under vmap, the line search's branches become selects that
+        # evaluate both sides; ad hoc, 2000 wide random Laplace pairs, 2 shared cores:
+        # first call 8.0 s vs 26 s, then 0.075 s vs 0.9 s)
+        out = lax.map(lambda pq: _chernoff(*pq, method, max_steps), flat)
+        return jax.tree_util.tree_map(lambda x: x.reshape(shape), out)
     chunk_size = _cpu_chunk(P, Q)
     if not (
         jax.default_backend() == "cpu"

@@ -42,6 +42,8 @@ class Distribution:
 
     _data_fields: ClassVar[tuple[str, ...]] = ()
     _meta_fields: ClassVar[tuple[str, ...]] = ()
+    #: ``(field, n)``: a data field's last ``n`` axes are not batch axes (categories, ...).
+    _event_ndims: ClassVar[tuple[tuple[str, int], ...]] = ()
     #: "continuous" (Lebesgue on an interval), "integers" or "finite".
     support_kind: ClassVar[str] = "continuous"
 
@@ -81,6 +83,21 @@ class Distribution:
     def _set(self, **fields):
         for k, v in fields.items():
             object.__setattr__(self, k, v)
+
+    def _broadcast_batch(self, shape) -> Distribution:
+        """This distribution with every parameter broadcast to the batch ``shape`` (event
+        axes kept), so that each leaf leads with ``shape``: ready to flatten for ``vmap``."""
+        event = dict(self._event_ndims)
+        new = object.__new__(type(self))
+        new._set(**{f: getattr(self, f) for f in self._meta_fields})
+        for f in self._data_fields:
+            e = event.get(f, 0)
+
+            def bcast(x, e=e):
+                return jnp.broadcast_to(x, (*shape, *jnp.shape(x)[jnp.ndim(x) - e :]))
+
+            new._set(**{f: jax.tree_util.tree_map(bcast, getattr(self, f))})
+        return new
 
     def __setattr__(self, name, value):
         raise dataclasses.FrozenInstanceError(f"{type(self).__name__} is immutable")
@@ -186,6 +203,7 @@ class Categorical(Distribution):
     """
 
     _data_fields = ("log_probs",)
+    _event_ndims = (("log_probs", 1),)
     support_kind = "finite"
     log_probs: jax.Array
 
@@ -270,6 +288,7 @@ class Density(Distribution):
 
     _data_fields = ("params", "breakpoints", "centre", "scale")
     _meta_fields = ("log_prob_fn", "lower", "upper")
+    _event_ndims = (("breakpoints", 1),)
     params: Any
     breakpoints: jax.Array
     centre: jax.Array
@@ -441,3 +460,6 @@ class Product(Distribution):
 
     def _items(self):
         return tuple(zip(self.components, self.counts, strict=True))
+
+    def _broadcast_batch(self, shape) -> Product:
+        return Product._of([c._broadcast_batch(shape) for c in self.components], self.counts)
