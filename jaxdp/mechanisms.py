@@ -11,6 +11,13 @@ arguments give a batch (elementwise broadcasting).
 * :func:`geometric` — discrete Laplace (two-sided geometric) with :math:`b = \Delta/\varepsilon`.
 * :func:`adversarial_laplace` — the paper's Section V alteration: :math:`\mathrm{Lap}(0, b)`
   vs :math:`\mathrm{Lap}(\text{shift}, \theta b)`, :math:`b = \Delta/\varepsilon`.
+
+Derivatives in :math:`\varepsilon` at huge :math:`\varepsilon` (beyond ~1e154 in float64):
+the pairs are parametrised by the scale :math:`b`, and a divergence's derivative in
+:math:`b`, ~:math:`\Delta/b^2`, is then beyond the float range. Forward mode (``jax.jvp``,
+which :func:`jaxdp.calibrate` uses) stays exact for the Laplace pairs; reverse mode
+(``jax.grad``) gives ``inf`` or ``nan`` there, and so do both modes for :func:`geometric`
+(whose kernel divides by :math:`b` throughout; QA measurement, not a test).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp import _checks
+from jaxdp._quotient import quotient
 from jaxdp.distributions import Categorical, DiscreteLaplace, Gaussian, Laplace
 
 __all__ = ["adversarial_laplace", "gaussian", "geometric", "laplace", "randomized_response"]
@@ -27,7 +35,9 @@ __all__ = ["adversarial_laplace", "gaussian", "geometric", "laplace", "randomize
 def _noise_scale(mechanism, s, eps):
     """``s / eps``, checked: an extreme epsilon (e.g. subnormal) overflows or underflows it,
     which would otherwise surface as an error about a ``scale`` the caller never gave."""
-    b = s / eps
+    # (a quotient whose derivative is not formed as -s/eps**2: that underflowed to 0 beyond
+    # eps ~1e154, so forward-mode derivatives in epsilon, which calibrate steps on, were 0)
+    b = quotient(s, eps)
     if _checks.is_concrete(b) and not _checks.all_positive_finite(b):
         raise ValueError(
             f"{mechanism}: the noise scale sensitivity/epsilon is outside the float range "

@@ -329,6 +329,24 @@ def test_geometric_mechanism_at_huge_epsilon(dtype, epsilons):
     np.testing.assert_array_equal(jd.hellinger(P, Q), 1.0)
 
 
+def test_forward_derivatives_in_epsilon_at_huge_epsilon():
+    # The scale Delta/eps was differentiated as -Delta/eps^2, which underflows to 0 beyond
+    # eps ~1e154: jax.jvp in epsilon (what calibrate steps on) was 0 there. For Delta = 1,
+    # KL = eps + e^-eps - 1 and C = eps/2 - log(1 + eps/2): slopes in log eps are eps - ...
+    eps = jnp.asarray([1e10, 1e160, 1e300])
+
+    def in_log_eps(fn):
+        def f(x):
+            return fn(*jd.mechanisms.laplace(epsilon=jnp.exp(x)))
+
+        return jax.jvp(f, (jnp.log(eps),), (jnp.ones(3),))[1]
+
+    e = np.asarray(eps)
+    np.testing.assert_allclose(in_log_eps(jd.kl), e, rtol=1e-13)
+    got = in_log_eps(lambda P, Q: jd.chernoff(P, Q).information)
+    np.testing.assert_allclose(got, e / 2 - e / (2 + e), rtol=1e-13)
+
+
 def test_mechanisms_keep_float32_under_x64():
     # the default sensitivity (a Python float) was promoted on its own, to float64, and made
     # a float32 epsilon's pair float64
