@@ -391,6 +391,20 @@ def test_allocation_gaussian_closed_form_and_kkt():
     np.testing.assert_allclose(float(r.saving), saving, rtol=1e-9)
 
 
+def test_allocation_of_queries_of_very_different_sizes():
+    # The optimiser stopped on its largest gradient component, which the large query
+    # dominates: the small query's scale came out 50% off (sensitivities 1e-6 and 1e6;
+    # 0.2% with a third query of 1) with converged=True and a norm-relative KKT residual of
+    # 2e-12, while the objective was optimal to 1e-16. A second run preconditioned by each
+    # query's share, and a per-query KKT residual, fix and expose it.
+    eps, s, w = 0.7, np.array([1e-6, 1e6]), np.array([3.0, 0.5])
+    r = allocate_budget(eps, s, w, mechanism="gaussian")
+    k = np.sum(s * np.sqrt(w)) / (8 * eps)
+    # measured 4e-15 (both scales) and 3e-15
+    np.testing.assert_allclose(np.asarray(r.scales), np.sqrt(k * s / np.sqrt(w)), rtol=1e-13)
+    assert bool(r.converged) and float(r.kkt_residual) < 1e-13
+
+
 def _asymmetric_gaussian(sigma, s):
     # the neighbour also changes the noise scale by theta: asymmetric pairs. (Their
     # information stays above C(N(0,1), N(0,theta^2)) as sigma -> inf: budgets must exceed it.)
