@@ -200,7 +200,11 @@ def _newton(P, Q, shape, dtype, max_steps):
         # factor stays within (1/2, 2); one division either way. nan where f is not
         # concave (h >= 0: no step), tested inside the division so that h and t are read
         # by that one kernel only (kernels need not store them: jaxdp._special.stored).
-        concave = h < 0
+        # Nor where f'' overflowed (h = -inf): a step of 0 there ended the loop at once,
+        # uncertified (Laplace at eps ~1e300 stopped at its start 1/2, f' rounded to
+        # 3.8e283: converged=False); bisection instead collapses the bracket, which
+        # certifies a kink at float resolution (see finish).
+        concave = (h < 0) & (h > -jnp.inf)
         if not halley:
             return -g / jnp.where(concave, h, jnp.nan)
         h2 = h * h
@@ -225,7 +229,8 @@ def _newton(P, Q, shape, dtype, max_steps):
         return _flag_step(s, ~last_ok)
 
     def signed_step(g, h, t, x):
-        # The step, and +-inf with the sign of g where f is not concave, 0 where g = 0, nan
+        # The step, and +-inf with the sign of g where f is not concave (or f'' overflowed:
+        # see newton_step), 0 where g = 0, nan
         # where g is: then sign(r) = sign(g) everywhere (h < 0 where there is a step), and r
         # carries all that the trip needs of f' too. The derivatives then reach one kernel
         # only, this division's, and are computed once per trip without being stored,
@@ -233,7 +238,8 @@ def _newton(P, Q, shape, dtype, max_steps):
         # (benchmarks/compare_trees.py against trees with SIGNED_STEP = False: Laplace, with
         # its value-only store, ~13% faster in float64 and ~11% in float32, Gaussian ~5% in
         # float32; discrete Laplace opts out, see _signed_step).
-        r = jnp.where(h < 0, newton_step(g, h, t, x), jnp.where(g > 0, jnp.inf, -jnp.inf))
+        step = (h < 0) & (h > -jnp.inf)
+        r = jnp.where(step, newton_step(g, h, t, x), jnp.where(g > 0, jnp.inf, -jnp.inf))
         return jnp.where(g == 0, 0.0, jnp.where(jnp.isnan(g), jnp.nan, r))
 
     # Loop state: the point x (the next to evaluate; the answer once finished), the bracket

@@ -408,6 +408,17 @@ def test_alpha_gradient_of_near_identical_categorical_pairs():
         assert _rel(grad(t), want).max() < 8 * 2.2e-16 * 2.0**k
 
 
+def test_laplace_mechanism_at_huge_epsilon_converges():
+    # f'' overflows beyond eps ~1e154 (its scale is eps^2); at eps = 1e300 the Newton step
+    # -f'/f'' was 0 at the start 1/2 (f' rounded to 3.8e283), which ended the loop at once,
+    # uncertified: converged=False. Bisection now collapses the bracket, which certifies.
+    eps = jnp.asarray([1e200, 1e280, 1e300, 1e305])
+    r = jd.chernoff(*jd.mechanisms.laplace(epsilon=eps))
+    assert bool(jnp.all(r.converged))
+    # C = eps/2 - log(1 + eps/2) (a* = 1/2); measured within 1.9e-15 (4 ulp of alpha off 1/2)
+    assert _rel(r.information, np.asarray(eps) / 2).max() < 4e-15
+
+
 def test_bad_arguments():
     P, Q = jd.Laplace(), jd.Laplace(1.0)
     with pytest.raises(ValueError, match="method"):
