@@ -15,9 +15,10 @@ cache; an unusable ``$JAXDP_COMPILE_CACHE`` is an error. Entries JAX cannot read
 by a process killed while writing them) are deleted after the run, with a one-line note,
 instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing`).
 
-Errors: any ``ValueError``/``TypeError``/``OSError``/``OverflowError`` raised while parsing
-or running a command is printed as a single line ``jaxdp: error: ...`` on stderr with exit
-status 2; no traceback.
+Errors: any ``ValueError``/``TypeError``/``OSError``/``OverflowError``/``MemoryError``, or a
+JAX runtime error (``jax.errors.JaxRuntimeError``, e.g. XLA's ``RESOURCE_EXHAUSTED`` when an
+array does not fit memory), raised while parsing or running a command is printed as a single
+line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback.
 """
 
 from __future__ import annotations
@@ -111,6 +112,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MemoryError as e:  # (numpy's allocation errors say how much and for what shape)
         msg = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
         return _fail(f"out of memory: {msg}")
+    except _jax_runtime_errors() as e:  # XLA's own failures, e.g. RESOURCE_EXHAUSTED
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "RESOURCE_EXHAUSTED" in msg:
+            return _fail(f"out of memory: {msg}")
+        return _fail(f"XLA: {msg}")
+
+
+def _jax_runtime_errors() -> tuple[type[BaseException], ...]:
+    """JAX's runtime error class(es): ``jax.errors.JaxRuntimeError`` (older: jaxlib's
+    ``XlaRuntimeError``)."""
+    import jax
+
+    found = getattr(jax.errors, "JaxRuntimeError", None)
+    if found is None:  # pragma: no cover - older jax
+        from jax._src.lib import xla_client
+
+        found = xla_client.XlaRuntimeError
+    return (found,)
 
 
 def _compile_cache() -> str | None:

@@ -37,6 +37,11 @@ def test_chernoff_command_table(capsys):
         # a subnormal epsilon overflows sensitivity/epsilon: named as such, not as a scale
         (["chernoff", "laplace", "--epsilon", "1e-320"], "sensitivity/epsilon"),
         (["chernoff", "geometric", "--epsilon", "1e-320"], "sensitivity/epsilon"),
+        # an alphabet of 10**12 outcomes: was an XLA RESOURCE_EXHAUSTED traceback (8 TB)
+        (
+            ["chernoff", "randomized_response", "--epsilon", "1", "--k", "1000000000000"],
+            "--k 1000000000000 is too large",
+        ),
         (["calibrate", "laplace", "--budget", "0.1", "--compositions", "1" + "0" * 20], "2**63"),
         # the exact n-fold Laplace TV table (~n^3/4 floats) is refused, not built until OOM
         (
@@ -82,4 +87,24 @@ def test_out_of_memory_is_one_line(monkeypatch, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [
         "jaxdp: error: out of memory: Unable to allocate 7.28 TiB for an array with shape (10**12,)"
+    ]
+
+
+def test_jax_runtime_error_is_one_line(monkeypatch, capsys):
+    # XLA's RESOURCE_EXHAUSTED (an array larger than memory) was a 37-line traceback
+    import jax
+
+    import jaxdp
+
+    def boom(*args, **kwargs):
+        raise jax.errors.JaxRuntimeError(
+            "RESOURCE_EXHAUSTED: Out of memory allocating 8000000000000 bytes.\nmore"
+        )
+
+    monkeypatch.setattr(jaxdp, "chernoff", boom)
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        "jaxdp: error: out of memory: RESOURCE_EXHAUSTED: Out of memory allocating "
+        "8000000000000 bytes."
     ]

@@ -18,6 +18,9 @@ from jaxdp.commands import json_number
 
 MECHANISMS = ("laplace", "gaussian", "randomized_response", "geometric", "adversarial_laplace")
 FLOAT_PARAMS = ("epsilon", "scale", "sigma", "sensitivity", "shift", "theta")
+#: Largest --k: randomized response is evaluated on all k outcomes (several float64 arrays of
+#: k values per epsilon), so a larger k only ends in an out-of-memory error.
+MAX_K = 2**24
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -26,7 +29,12 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         parser.add_argument(
             f"--{name}", type=float, action="append", help=f"{name} (repeat for a batch)"
         )
-    parser.add_argument("--k", type=int, default=None, help="randomized response: alphabet size")
+    parser.add_argument(
+        "--k",
+        type=int,
+        default=None,
+        help=f"randomized response: alphabet size (2 to 2**24 = {MAX_K})",
+    )
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
@@ -49,6 +57,11 @@ def run(args: argparse.Namespace) -> int:
     if args.k is not None:
         if "k" not in accepted:
             raise ValueError(f"--k does not apply to {args.mechanism}")
+        if args.k > MAX_K:
+            raise ValueError(
+                f"--k {args.k} is too large: randomized response is evaluated on all k "
+                f"outcomes, at most 2**24 = {MAX_K}"
+            )
         given["k"] = args.k
     lengths = {len(v) for k, v in given.items() if k != "k"}
     if len(lengths - {1}) > 1:

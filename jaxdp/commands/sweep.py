@@ -5,13 +5,21 @@ same command resumes; a different spec pointed at the same ``DIR`` is refused. W
 ``--distributed`` it first calls :func:`jax.distributed.initialize` (coordinator, process count
 and id from the flags, the ``JAX_COORDINATOR_ADDRESS``/``JAX_NUM_PROCESSES``/``JAX_PROCESS_ID``
 environment variables, or the cluster's auto-detection, e.g. SLURM); start the same command
-on every host.
+on every host. The coordinator address is checked (``HOST:PORT``, port 1..65535) before JAX
+sees it, and a process other than 0 waits at most ``--init-timeout`` seconds for process 0 to
+answer (JAX would abort the process with a C++ stack trace instead).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import socket
 import sys
+import time
+
+#: Seconds to wait for the other processes in ``jax.distributed.initialize`` (JAX: 300).
+INIT_TIMEOUT = 120
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -41,22 +49,107 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     dist.add_argument("--coordinator", metavar="HOST:PORT", help="address of process 0")
     dist.add_argument("--num-processes", type=int, metavar="N", help="number of processes")
     dist.add_argument("--process-id", type=int, metavar="I", help="this process's index")
+    dist.add_argument(
+        "--init-timeout",
+        type=int,
+        default=INIT_TIMEOUT,
+        metavar="SECONDS",
+        help=f"how long to wait for the coordinator and the other processes to connect "
+        f"(default {INIT_TIMEOUT})",
+    )
+
+
+def parse_address(address: str, what: str) -> tuple[str, int]:
+    """``HOST:PORT`` (``[IPv6]:PORT`` too) -> ``(host, port)``.
+
+    Raises:
+        ValueError: naming ``what`` (the flag or variable) and the expected form.
+    """
+    host, sep, port = address.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(
+            f"{what} must be HOST:PORT with a port from 1 to 65535 (e.g. host0:1234), "
+            f"got {address!r}"
+        )
+    return host, int(port)
+
+
+def _wait_for(host: str, port: int, timeout: float, what: str) -> None:
+    """Wait until something listens at ``host:port`` (process 0's coordinator service)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            with socket.create_connection((host, port), timeout=max(0.1, min(5.0, timeout))):
+                return
+        except socket.gaierror as e:
+            raise ValueError(f"{what} {host}:{port}: unknown host ({e.strerror})") from None
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise ValueError(
+                    f"{what} {host}:{port}: no coordinator (process 0) answered within "
+                    f"{timeout:g} s; start process 0 first, check the address, or raise "
+                    "--init-timeout"
+                ) from None
+            time.sleep(0.2)
+
+
+def _initialize(args: argparse.Namespace) -> None:
+    """``jax.distributed.initialize`` from the flags/environment, with one-line errors."""
+    import jax
+
+    if args.init_timeout < 1:
+        raise ValueError(f"--init-timeout must be a positive integer, got {args.init_timeout}")
+    if args.num_processes is not None and args.num_processes < 1:
+        raise ValueError(f"--num-processes must be positive, got {args.num_processes}")
+    if args.process_id is not None and args.process_id < 0:
+        raise ValueError(f"--process-id must be non-negative, got {args.process_id}")
+    if args.process_id is not None and args.num_processes is not None:
+        if args.process_id >= args.num_processes:
+            raise ValueError(
+                f"--process-id {args.process_id} must be less than --num-processes "
+                f"{args.num_processes}"
+            )
+    if args.coordinator is not None:
+        address, what = args.coordinator, "--coordinator"
+    else:
+        address, what = os.environ.get("JAX_COORDINATOR_ADDRESS"), "JAX_COORDINATOR_ADDRESS"
+    if address:
+        host, port = parse_address(address, what)
+        process_id = args.process_id
+        if process_id is None and os.environ.get("JAX_PROCESS_ID", "").strip().isdigit():
+            process_id = int(os.environ["JAX_PROCESS_ID"])
+        if process_id is not None and process_id != 0:
+            _wait_for(host, port, args.init_timeout, what)
+    kw = {
+        k: v
+        for k, v in (
+            ("coordinator_address", args.coordinator),
+            ("num_processes", args.num_processes),
+            ("process_id", args.process_id),
+        )
+        if v is not None
+    }
+    try:
+        jax.distributed.initialize(**kw, initialization_timeout=args.init_timeout)
+    except (ValueError, TypeError, RuntimeError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if "should be defined" in msg or "must be defined" in msg:
+            raise ValueError(
+                "--distributed: no cluster found (JAX says: "
+                f"{msg.rstrip('.')}); give --coordinator HOST:PORT --num-processes N "
+                "--process-id I, set JAX_COORDINATOR_ADDRESS/JAX_NUM_PROCESSES/JAX_PROCESS_ID, "
+                "or run under a cluster manager JAX detects (SLURM, Open MPI, ...)"
+            ) from None
+        raise ValueError(f"--distributed: jax.distributed.initialize failed: {msg}") from None
 
 
 def run(args: argparse.Namespace) -> int:
     import jax
 
     if args.distributed:
-        kw = {
-            k: v
-            for k, v in (
-                ("coordinator_address", args.coordinator),
-                ("num_processes", args.num_processes),
-                ("process_id", args.process_id),
-            )
-            if v is not None
-        }
-        jax.distributed.initialize(**kw)
+        _initialize(args)
     elif args.coordinator or args.num_processes is not None or args.process_id is not None:
         raise ValueError("--coordinator/--num-processes/--process-id need --distributed")
     if args.chunk_size is not None and args.chunk_size < 1:

@@ -9,6 +9,7 @@ point's parameters, which is what makes chunking, padding and sharding exact.
 from __future__ import annotations
 
 import importlib
+import math
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -115,7 +116,31 @@ def make_kernel(spec: SweepSpec) -> Kernel:
             paper_value(q, every)
 
     kernel.light = light  # type: ignore[attr-defined]
+    kernel.pair = lambda params: pair({**fixed, **params})  # type: ignore[attr-defined]
     return kernel
+
+
+#: Values per grid point at most in the mechanism's pair of distributions (e.g. 2k for
+#: randomized response on k outcomes): every point of a chunk holds them, several times over.
+MAX_POINT_VALUES = 2**24
+
+
+def _check_point_size(spec: SweepSpec, kernel: Kernel, first: Mapping[str, np.ndarray]) -> None:
+    """Refuse a pair too large per point, from shapes only (nothing is allocated)."""
+    try:
+        shapes = jax.eval_shape(kernel.pair, dict(first))  # type: ignore[attr-defined]
+    except Exception:  # (the eager checks that follow report what is wrong)
+        return
+    total = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(shapes))
+    if total <= MAX_POINT_VALUES:
+        return
+    ints = [f"{n} = {v}" for n, v in spec.grid.fixed if isinstance(v, int)]
+    ints += [f"{a.name} up to {max(a.args)}" for a in spec.grid.axes if a.is_integer]
+    given = f" with {', '.join(ints)}" if ints else ""
+    raise ValueError(
+        f"spec: mechanism '{spec.mechanism}'{given} holds {total:.3g} values per grid point, "
+        f"more than the {MAX_POINT_VALUES} (2**24) a sweep allows: use smaller values"
+    )
 
 
 def _culprit(spec: SweepSpec, kernel: Kernel, structs: dict[str, Any]) -> str | None:
@@ -139,7 +164,9 @@ def _culprit(spec: SweepSpec, kernel: Kernel, structs: dict[str, Any]) -> str | 
 def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
     """Validate the spec against the mechanism before any work; return output dtypes.
 
-    Two cheap checks: the mechanism and the paper formulas (not the core quantities) are called
+    Three cheap checks: the size of the mechanism's pair per point, from shapes alone (at most
+    :data:`MAX_POINT_VALUES`, so that a huge ``k`` is refused before anything is allocated);
+    the mechanism and the paper formulas (not the core quantities) are called
     eagerly with every value of every axis (one axis at a time, the others at their first
     value), so their own value checks see every grid value; then the whole kernel is traced
     abstractly (:func:`jax.eval_shape`), which catches shape/type problems and parameters that
@@ -161,6 +188,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
         msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         return ValueError(f"spec: mechanism '{spec.mechanism}' {what}: {msg}")
 
+    _check_point_size(spec, kernel, first)
     light = kernel.light  # type: ignore[attr-defined]
     try:
         try:

@@ -2,9 +2,13 @@
 
 The grid (never materialised) is cut into chunks of ``chunk_size`` consecutive flat indices,
 the unit written to disk. A chunk is computed by one or more calls of a single compiled
-function whose input is ``block_size`` points *per device*: the per-device program has the same
-shape whatever the number of devices, so the numbers do not depend on it (bit for bit), and one
-compilation serves every chunk. Padding (repeating the chunk's last point) fills the last call
+function whose input is ``block_size`` points *per device*, so one compilation serves every
+chunk; a resumed run keeps the manifest's chunk and block sizes. On the same devices a resumed
+run is therefore bit-identical to an uninterrupted one. Across device counts (or block sizes)
+the results agree to rounding only (~1e-15 relative in float64, a few ulps): XLA compiles and
+vectorises the per-device program differently for each mesh and block length, so some
+quantities (e.g. geometric ``tv``, randomized-response ``chernoff``, Gaussian ``tv``) differ in
+the last bit at some points. Padding (repeating the chunk's last point) fills the last call
 and is dropped on write. Inputs are built per device shard from the flat indices
 (:func:`jax.make_array_from_callback`) on a 1-D :class:`jax.sharding.Mesh` of ``jax.devices()``
 with a :class:`~jax.sharding.NamedSharding`, so the same code runs on one CPU, several GPUs, or
@@ -19,6 +23,8 @@ import math
 import os
 import sys
 import time
+import zipfile
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -176,9 +182,10 @@ def _compile(spec: SweepSpec, kernel, inputs: _Inputs, sharding: NamedSharding):
         name: jax.ShapeDtypeStruct((length,), c.dtype, sharding=sharding)
         for name, c in inputs.coords.items()
     }
-    # XLA's default compiler options on purpose (not jaxdp.CPU_COMPILER_OPTIONS): with
-    # 512-bit vectors, results differ in the last bit between per-device block lengths,
-    # which would break the bit-identical result for any number of devices.
+    # XLA's default compiler options on purpose (not jaxdp.CPU_COMPILER_OPTIONS, whose
+    # 512-bit vectors make results differ in the last bit between block lengths). Results are
+    # bit-identical for the same devices and block size (what a resumed run has); across
+    # device counts they agree to rounding only (~1e-15 relative), see the module docstring.
     compiled = jax.jit(mapped, out_shardings=sharding).lower(structs).compile()
     if len(_COMPILED) >= 8:
         _COMPILED.pop(next(iter(_COMPILED)))
@@ -209,9 +216,16 @@ def sweep(
 
     The grid is processed in chunks of ``chunk_size`` points; each chunk is sharded over all
     ``jax.devices()`` and written atomically to ``out_dir/chunks/`` when done. Calling again
-    with the same spec and directory resumes: finished chunks are skipped, and the result is
-    identical to an uninterrupted run. At the end the chunks are streamed into
-    ``out_dir/results.npz`` (see :func:`load_sweep`).
+    with the same spec and directory resumes: finished chunks are skipped, and on the same
+    devices the result is bit-identical to an uninterrupted run (on a different number of
+    devices, equal to rounding, ~1e-15 relative). At the end the chunks are streamed into
+    ``out_dir/results.npz`` (see :func:`load_sweep`). A chunk file or ``results.npz`` damaged
+    after it was written (unreadable headers, a missing quantity, a wrong length) is computed
+    or rebuilt again, with a one-line note on stderr.
+
+    Host memory is bounded by the chunk size and the longest axis, not by the number of
+    chunks: the chunks still to do are enumerated lazily, and a resumed run keeps the finished
+    ones as runs of consecutive indices (8 bytes a chunk file while listing them).
 
     Args:
         spec: a mapping, a path to a TOML spec, or a parsed
@@ -227,8 +241,8 @@ def sweep(
 
     Raises:
         ValueError: a bad spec (before any work), float64 asked for without
-            ``jax_enable_x64``, or a directory holding something else (a different spec,
-            jaxdp version or chunk size).
+            ``jax_enable_x64``, a directory holding something else (a different spec,
+            jaxdp version or chunk size), or a damaged ``manifest.json`` (named).
 
     Multi-host: call :func:`jax.distributed.initialize` first in every process and run the same
     call everywhere; ``jax.devices()`` then spans all hosts, each process builds only the
@@ -301,16 +315,24 @@ def sweep(
             raise ValueError(f"{out_dir}: process 0 refused the sweep (see its error)")
         size, block = int(status[1]), int(status[2])
         n_chunks = math.ceil(n / size)
-        done = _broadcast(store.done_mask(n_chunks) if main else np.zeros(n_chunks, dtype=bool))
-        finished = main and store.results_path.exists()
+        finished = False
+        if main and store.results_path.is_dir():
+            raise ValueError(f"{store.results_path} is a directory, not a results file; remove it")
+        if main and store.results_path.exists():
+            why = store.results_problem(spec.quantities, spec.shape)
+            finished = why is None
+            if not finished:
+                _note(f"{store.results_path} is unreadable ({why}): rebuilding it")
         finished = bool(_broadcast(np.asarray([finished]))[0])
-
-        todo = [] if finished else [int(i) for i in np.flatnonzero(~done)]
+        runs = np.asarray([[0, n_chunks]], dtype=np.int64)  # finished: nothing to do
+        if not finished:
+            runs = _broadcast_runs(_done_runs(store, spec, n, size, n_chunks) if main else None)
+        todo = _Todo(runs, n, size, n_chunks)
         mesh = Mesh(np.asarray(devices), ("points",))
         sharding = NamedSharding(mesh, PartitionSpec("points"))
         inputs = _Inputs(spec, sharding, block * n_dev)
         seconds = 0.0
-        if todo:
+        if todo.chunks:
             compiled = _compile(spec, kernel, inputs, sharding)
             if not _fits(compiled, devices):  # pragma: no cover - accelerators only
                 raise ValueError(
@@ -344,7 +366,6 @@ def sweep(
             from jax.experimental import multihost_utils
 
             multihost_utils.sync_global_devices("jaxdp.sweep done")
-    computed_points = sum(min(size, n - i * size) for i in todo)
     return SweepRun(
         out_dir=Path(out_dir),
         results=store.results_path,
@@ -352,17 +373,75 @@ def sweep(
         n_points=n,
         chunk_size=size,
         n_chunks=n_chunks,
-        computed=len(todo),
+        computed=todo.chunks,
         seconds=seconds,
-        points_per_second=computed_points / seconds if seconds > 0 else 0.0,
+        points_per_second=todo.points / seconds if seconds > 0 else 0.0,
     )
+
+
+def _note(message: str) -> None:
+    print(f"jaxdp: note: {message}", file=sys.stderr)
+
+
+def _done_runs(store: Store, spec: SweepSpec, n: int, size: int, n_chunks: int) -> np.ndarray:
+    """The finished chunks as ``[start, stop)`` runs (process 0); damaged ones are not done.
+
+    A chunk file is checked from its headers (every quantity there, of the right length, a
+    number); one that fails counts as not done, is reported in one line on stderr, and is
+    computed again (the new file replaces it atomically).
+    """
+
+    def problem(index: int, path: Path) -> str | None:
+        length = min(size, n - index * size)
+        return store.chunk_problem(path, dict.fromkeys(spec.quantities, length))
+
+    runs, damaged = store.done_runs(n_chunks, problem)
+    for path, _ in damaged:
+        if path.is_dir():  # (cannot be replaced by a file)
+            raise ValueError(f"{path} is a directory, not a chunk file; remove it")
+    if damaged:
+        path, why = min(damaged)
+        more = f" and {len(damaged) - 1} more" if len(damaged) > 1 else ""
+        _note(f"{path} is unreadable ({why}){more}: computing it again")
+    return runs
+
+
+def _broadcast_runs(runs: np.ndarray | None) -> np.ndarray:
+    """Process 0's runs of finished chunks, on every process."""
+    if jax.process_count() == 1:
+        assert runs is not None
+        return runs
+    count = int(_broadcast(np.asarray([0 if runs is None else len(runs)], np.int64))[0])
+    if count == 0:
+        return np.zeros((0, 2), dtype=np.int64)
+    return _broadcast(np.zeros((count, 2), np.int64) if runs is None else runs)
+
+
+class _Todo:
+    """The chunks still to compute, in order, without listing them (memory: the done runs)."""
+
+    def __init__(self, runs: np.ndarray, n: int, size: int, n_chunks: int) -> None:
+        self.runs = runs
+        done = int(np.sum(runs[:, 1] - runs[:, 0]))
+        last_done = len(runs) > 0 and int(runs[-1, 1]) == n_chunks
+        done_points = done * size - (n_chunks * size - n if last_done else 0)
+        self.chunks = n_chunks - done
+        self.points = n - done_points
+        self.n_chunks = n_chunks
+
+    def __iter__(self) -> Iterator[int]:
+        start = 0
+        for row in self.runs:
+            yield from range(start, int(row[0]))
+            start = int(row[1])
+        yield from range(start, self.n_chunks)
 
 
 def _run_chunks(
     compiled,
     inputs: _Inputs,
     store: Store,
-    todo: list[int],
+    todo: _Todo,
     n: int,
     size: int,
     n_chunks: int,
@@ -372,10 +451,9 @@ def _run_chunks(
     from tqdm.auto import tqdm
 
     delay = float(os.environ.get(_TEST_DELAY, "0") or 0)
-    done_points = n - sum(min(size, n - i * size) for i in todo)
     bar = tqdm(
         total=n,
-        initial=done_points,
+        initial=n - todo.points,
         unit="pt",
         unit_scale=True,
         desc="sweep",
@@ -433,6 +511,8 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
     Raises:
         FileNotFoundError: the sweep has not finished (no ``results.npz``); run it again to
             resume.
+        ValueError: ``results.npz`` or ``manifest.json`` is damaged (the message names it;
+            running the sweep again rebuilds ``results.npz``).
     """
     store = Store(out_dir)
     path = store.results_path
@@ -441,17 +521,27 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
             f"{path} does not exist: the sweep has not finished; run it again to resume"
         )
     manifest = store.read_manifest() or {}
-    if mmap:
-        data = npz_memmap(path)
-    else:
-        with np.load(path, allow_pickle=False) as z:
-            data = {k: z[k] for k in z.files}
-    axes = [str(a) for a in data["_axes"]]
-    fixed = [str(a) for a in data["_fixed"]]
-    quantities = [str(a) for a in data["_quantities"]]
-    return SweepResult(
-        coords={a: data[a] for a in axes},
-        values={q: data[q] for q in quantities},
-        fixed={f: data[f] for f in fixed},
-        manifest=manifest,
-    )
+    try:
+        if not zipfile.is_zipfile(path):  # (np.load would take it for a pickle)
+            raise ValueError("not an npz file")
+        if mmap:
+            data = npz_memmap(path)
+        else:
+            with np.load(path, allow_pickle=False) as z:
+                data = {k: z[k] for k in z.files}
+        axes = [str(a) for a in data["_axes"]]
+        fixed = [str(a) for a in data["_fixed"]]
+        quantities = [str(a) for a in data["_quantities"]]
+        return SweepResult(
+            coords={a: data[a] for a in axes},
+            values={q: data[q] for q in quantities},
+            fixed={f: data[f] for f in fixed},
+            manifest=manifest,
+        )
+    except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        if isinstance(e, KeyError):
+            why = f"no array {why}"
+        raise ValueError(
+            f"{path} is damaged ({why}); run the sweep again to rebuild it from its chunks"
+        ) from None

@@ -10,11 +10,14 @@
 
 Every file is written to a temporary name in the same directory, flushed with ``fsync`` and
 renamed into place, so a file that exists is complete: a killed run loses at most the chunk it
-was computing.
+was computing. A file damaged afterwards (by a full disk, a copy cut short, a hand edit) is
+detected from its headers: an unreadable chunk counts as not done and is computed again, an
+unreadable ``results.npz`` is rebuilt, and an unreadable manifest is an error naming it.
 """
 
 from __future__ import annotations
 
+import array
 import contextlib
 import datetime
 import fcntl
@@ -126,11 +129,28 @@ class Store:
                             p.unlink()
 
     def read_manifest(self) -> dict | None:
+        """The manifest, or ``None`` if there is none.
+
+        Raises:
+            ValueError: the manifest exists but is not a JSON object (one line, naming it).
+        """
         path = self.root / MANIFEST
         if not path.exists():
             return None
-        with open(path) as f:
-            return json.load(f)
+        try:
+            with open(path, encoding="utf-8") as f:
+                manifest = json.load(f)
+        except (OSError, ValueError) as e:  # (JSONDecodeError, UnicodeDecodeError: ValueError)
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(
+                f"{path} is damaged ({why}); it is not a jaxdp sweep manifest: use a new --out"
+            ) from None
+        if not isinstance(manifest, dict):
+            raise ValueError(
+                f"{path} is damaged (a JSON {type(manifest).__name__}, not an object); it is "
+                "not a jaxdp sweep manifest: use a new --out"
+            )
+        return manifest
 
     def prepare(self, manifest: dict, *, explicit_chunk_size: bool) -> dict:
         """Create the directory and manifest, or check that an existing one is this sweep.
@@ -192,28 +212,93 @@ class Store:
     def chunk_path(self, index: int, n_chunks: int) -> Path:
         return self.chunks / f"{index:0{self._width(n_chunks)}d}.npz"
 
-    def done_mask(self, n_chunks: int) -> np.ndarray:
-        """Boolean mask of the chunks already on disk."""
-        done = np.zeros(n_chunks, dtype=bool)
-        if not self.chunks.is_dir():
-            return done
-        pattern = re.compile(r"^(\d+)\.npz$")
-        width = self._width(n_chunks)
-        for p in self.chunks.iterdir():
-            m = pattern.match(p.name)
-            if m and len(m.group(1)) == width and int(m.group(1)) < n_chunks:
-                done[int(m.group(1))] = True
-        return done
+    def done_runs(
+        self, n_chunks: int, problem: Callable[[int, Path], str | None] | None = None
+    ) -> tuple[np.ndarray, list[tuple[Path, str]]]:
+        """The chunks already on disk, as runs of consecutive indices.
+
+        Memory is proportional to the chunk files present (8 bytes each while listing them),
+        never to ``n_chunks``; the result is one ``[start, stop)`` row per run of consecutive
+        finished chunks (one row for a sweep interrupted once).
+
+        Args:
+            n_chunks: number of chunks of the sweep (files beyond it are ignored).
+            problem: ``problem(index, path)`` returns why a chunk file is unusable, or ``None``;
+                unusable files do not count as done.
+
+        Returns:
+            ``(runs, damaged)``: ``runs`` an int64 array shaped ``(m, 2)``, sorted; ``damaged``
+            the ``(path, why)`` of every unusable chunk file.
+        """
+        found = array.array("q")
+        damaged: list[tuple[Path, str]] = []
+        if self.chunks.is_dir():
+            pattern = re.compile(r"^(\d+)\.npz$")
+            width = self._width(n_chunks)
+            with os.scandir(self.chunks) as entries:
+                for entry in entries:
+                    m = pattern.match(entry.name)
+                    if not (m and len(m.group(1)) == width and int(m.group(1)) < n_chunks):
+                        continue
+                    index = int(m.group(1))
+                    why = None if problem is None else problem(index, Path(entry.path))
+                    if why is None:
+                        found.append(index)
+                    else:
+                        damaged.append((Path(entry.path), why))
+        done = np.sort(np.frombuffer(found, dtype=np.int64)) if found else np.zeros(0, np.int64)
+        del found
+        if not done.size:
+            return np.zeros((0, 2), dtype=np.int64), damaged
+        breaks = np.flatnonzero(np.diff(done) != 1) + 1
+        starts = np.concatenate([done[:1], done[breaks]])
+        stops = np.concatenate([done[breaks - 1], done[-1:]]) + 1
+        return np.stack([starts, stops], axis=1), damaged
+
+    def chunk_problem(self, path: Path, lengths: Mapping[str, int]) -> str | None:
+        """Why the chunk file ``path`` cannot be used (from its headers), or ``None``.
+
+        Args:
+            path: a chunk file.
+            lengths: quantity -> the number of values the chunk must hold.
+        """
+        try:
+            headers = npz_headers(path)
+        except ValueError as e:
+            return str(e)
+        for q, length in lengths.items():
+            if q not in headers:
+                return f"no array '{q}'"
+            shape, dtype = headers[q]
+            if shape != (length,):
+                return f"'{q}' has shape {shape}, expected ({length},)"
+            if dtype.kind not in "biuf":
+                return f"'{q}' has dtype {dtype}, not a number"
+        return None
 
     def write_chunk(self, index: int, n_chunks: int, arrays: Mapping[str, np.ndarray]) -> None:
         atomic_write(self.chunk_path(index, n_chunks), lambda f: np.savez(f, **arrays))
 
     def read_chunk(self, index: int, n_chunks: int, name: str, length: int) -> np.ndarray:
+        """One quantity of a finished chunk.
+
+        Raises:
+            ValueError: the file is missing or damaged (one line naming it and the remedy).
+        """
         path = self.chunk_path(index, n_chunks)
-        with np.load(path, allow_pickle=False) as z:
-            a = z[name]
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                a = z[name]
+        except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
+            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            raise ValueError(
+                f"{path} is damaged ({why}); delete it and run the sweep again to recompute it"
+            ) from None
         if a.shape != (length,):
-            raise ValueError(f"{path} is damaged: {name} has shape {a.shape}, expected {length}")
+            raise ValueError(
+                f"{path} is damaged ({name} has shape {a.shape}, expected ({length},)); delete "
+                "it and run the sweep again to recompute it"
+            )
         return a
 
     # ----------------------------------------------------------------- results
@@ -221,6 +306,22 @@ class Store:
     @property
     def results_path(self) -> Path:
         return self.root / RESULTS
+
+    def results_problem(self, quantities: Sequence[str], shape: tuple[int, ...]) -> str | None:
+        """Why ``results.npz`` cannot be used (from its headers), or ``None``."""
+        try:
+            headers = npz_headers(self.results_path)
+        except ValueError as e:
+            return str(e)
+        for name in ("_axes", "_fixed", "_quantities"):
+            if name not in headers:
+                return f"no array '{name}'"
+        for q in quantities:
+            if q not in headers:
+                return f"no array '{q}'"
+            if headers[q][0] != tuple(shape):
+                return f"'{q}' has shape {headers[q][0]}, expected {tuple(shape)}"
+        return None
 
     def write_results(
         self,
@@ -299,6 +400,32 @@ class Store:
 
 
 # --------------------------------------------------------------------------- reading
+
+
+def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
+    """``name -> (shape, dtype)`` of every member of an ``.npz``, reading only the headers.
+
+    Raises:
+        ValueError: the file cannot be read as an npz of plain arrays (one line, the reason).
+    """
+    out: dict[str, tuple[tuple[int, ...], np.dtype]] = {}
+    try:
+        with zipfile.ZipFile(path) as zf:
+            for info in zf.infolist():
+                with zf.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    if version == (1, 0):
+                        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
+                    else:
+                        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
+                name = info.filename.removesuffix(".npy")
+                if dtype.hasobject:
+                    raise ValueError(f"'{name}' holds Python objects")
+                out[name] = (tuple(shape), dtype)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise ValueError(why) from None
+    return out
 
 
 def npz_memmap(path: str | os.PathLike) -> dict[str, np.ndarray]:
