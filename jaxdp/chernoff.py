@@ -666,8 +666,9 @@ def chernoff(
       P, Q: distributions (batch shapes broadcast).
       method: ``"newton"`` (default; safeguarded Newton on :math:`f'`) or ``"optax"``
         (``optax.lbfgs`` on the logit of :math:`\alpha`, one pair at a time: a reference
-        for the default, ~100x slower to run and ~10x slower to compile; certified by the
-        same test, without the bracket test that certifies kinks at float resolution).
+        for the default, on Laplace pairs ~200x slower to run and ~3x slower to compile,
+        ``benchmarks/results/quick``; certified by the same test, without the bracket test
+        that certifies kinks at float resolution).
       max_steps: static iteration cap.
 
     Returns:
