@@ -24,7 +24,9 @@ Readings (how the paper's figures are read; see also :mod:`jaxdp.paper`):
   (:func:`jaxdp.paper.eq30_max`); (31) and (32) are maximised over :math:`(0, 1]`
   (``eq31_max``, ``eq32_max``); "UB I"/"UB II" are the (31) objective at
   :math:`\alpha^*_{alt}` of (43) and at :math:`\alpha^*_{ub,I}` (``fig2_ub1``/``fig2_ub2``);
-  "KL-Cuff" is (22); the ":math:`\alpha = 0.5`" curve is the (30) objective at
+  the paper's "KL-Cuff" is (22) times :math:`(1 - \alpha)`, at an :math:`\alpha` it does not
+  state (:func:`jaxdp.paper.fig2_kl_cuff`), so the figure here draws the KL bound (22)
+  itself; the ":math:`\alpha = 0.5`" curve is the (30) objective at
   :math:`\alpha = 1/2`. All of them claim to bound the Chernoff information of an
   :math:`\varepsilon`-DP pair, whose exact supremum is :math:`\log\cosh(\varepsilon/2)`
   (the (30)-at-1/2 curve: the worst :math:`-\log C_{1/2}`, the same number).
@@ -108,8 +110,9 @@ class Fig2Data(NamedTuple):
     """Curves of Figure 2 over ``eps`` (all numpy, shape ``(len(eps),)``; nats).
 
     Paper (as printed, :mod:`jaxdp.paper`): ``eq30`` ("Chernoff-Cuff"), ``eq31`` (C_ubI),
-    ``eq32`` (C_ubII), ``eq72`` (C*_ub), ``ub1``/``ub2`` ("UB I"/"UB II"), ``eq22`` ("KL-Cuff",
-    the KL bound), ``eq30_half`` (the (30) objective at alpha = 1/2). Exact:
+    ``eq32`` (C_ubII), ``eq72`` (C*_ub), ``ub1``/``ub2`` ("UB I"/"UB II"), ``eq22`` (the KL
+    bound; the paper's "KL-Cuff" is it times 1 - alpha), ``eq30_half`` (the (30) objective
+    at alpha = 1/2). Exact:
     ``exact_chernoff`` = log cosh(eps/2), ``exact_kl`` = eps tanh(eps/2), ``exact_half`` = the
     worst -log C_{1/2}. Engine: ``engine_chernoff``, ``engine_alpha``, ``engine_kl`` =
     :func:`jaxdp.chernoff` / :func:`jaxdp.kl` of binary randomized response (the extremal
@@ -584,7 +587,7 @@ def _rows(f2: Fig2Data, f3: Fig3Data, mems: Sequence[MembershipData]) -> list[_R
     sup_c = "sup C over eps-DP pairs = log cosh(eps/2) [max_chernoff_eps_dp]"
     rows = [
         _Row(
-            "(22) KL bound ('KL-Cuff')",
+            "(22) KL bound",
             "KL of any eps-DP pair <= this",
             "sup KL over eps-DP pairs = eps tanh(eps/2) [max_kl_eps_dp]",
             "upper bound",
@@ -921,7 +924,9 @@ def table_markdown(rows: Sequence[Finding], *, dtype: str = "float64") -> str:
         "",
         "Readings: Figure 2 'Chernoff-Cuff' is (30) maximised over alpha in (0, 1); (31), (32) "
         "are maximised over (0, 1]; 'UB I'/'UB II' are the (31) objective at alpha_alt (43) "
-        "and at alpha*_ubI; 'KL-Cuff' is (22); the 'alpha = 0.5' curve is the (30) objective "
+        "and at alpha*_ubI; the paper's 'KL-Cuff' is (22) times (1 - alpha), at an alpha it "
+        "does not state, so the figure draws (22) itself; the 'alpha = 0.5' curve is the (30) "
+        "objective "
         "at alpha = 1/2. Figure 3: P = Lap(0, s/eps), Q = Lap(shift, theta s/eps). Figures 4-5: "
         "the bounds at the composed budget n eps against the exact n-fold worst case.",
         "",

@@ -24,6 +24,7 @@ def test_chernoff_command_table(capsys):
     assert out[0].split() == ["epsilon", "chernoff", "alpha", "kl_pq", "kl_qp", "tv"]
     values = [float(x) for x in out[1].split()]
     assert math.isclose(values[1], math.log(math.cosh(1.0)), rel_tol=1e-7)
+    assert "in nats" in out[-1]  # the table says its units (a QA pass found it did not)
 
 
 @pytest.mark.parametrize(

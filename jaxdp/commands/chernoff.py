@@ -99,4 +99,7 @@ def run(args: argparse.Namespace) -> int:
     print("  ".join(f"{c:>14}" for c in cols))
     for row in out:
         print("  ".join(f"{row[c]:>14.8g}" for c in cols))
+    print(
+        "(chernoff, kl_pq, kl_qp in nats; alpha: the maximiser a*; tv: best membership advantage)"
+    )
     return 0
