@@ -13,6 +13,13 @@ import jax.numpy as jnp
 import numpy as np
 
 
+def error_line(e: BaseException, default: str | None = None) -> str:
+    """The first line of an exception's message, for one-line error reports (``default``, or
+    the exception's type name, when the message is empty)."""
+    text = str(e).strip()
+    return text.splitlines()[0] if text else (default or type(e).__name__)
+
+
 def is_concrete(*xs) -> bool:
     """True when every leaf of ``xs`` is a concrete (non-traced) value."""
     return not any(isinstance(leaf, jax.core.Tracer) for leaf in jax.tree_util.tree_leaves(xs))

@@ -30,6 +30,8 @@ import os
 import sys
 from collections.abc import Sequence
 
+from jaxdp._checks import error_line
+
 CACHE_ENV = "JAXDP_COMPILE_CACHE"
 
 # name -> (module, one-line help). Order is the order shown by ``jaxdp --help``.
@@ -107,13 +109,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         return _fail("interrupted")
     except (ValueError, TypeError, OSError, KeyError, OverflowError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = error_line(e)
         return _fail(msg)
     except MemoryError as e:  # (numpy's allocation errors say how much and for what shape)
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else "no details"
+        msg = error_line(e, "no details")
         return _fail(f"out of memory: {msg}")
     except _jax_runtime_errors() as e:  # XLA's own failures, e.g. RESOURCE_EXHAUSTED
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = error_line(e)
         if "RESOURCE_EXHAUSTED" in msg:
             return _fail(f"out of memory: {msg}")
         return _fail(f"XLA: {msg}")

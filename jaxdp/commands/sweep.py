@@ -18,6 +18,8 @@ import socket
 import sys
 import time
 
+from jaxdp._checks import error_line
+
 #: Seconds to wait for the other processes in ``jax.distributed.initialize`` (JAX: 300).
 INIT_TIMEOUT = 120
 
@@ -134,7 +136,7 @@ def _initialize(args: argparse.Namespace) -> None:
     try:
         jax.distributed.initialize(**kw, initialization_timeout=args.init_timeout)
     except (ValueError, TypeError, RuntimeError) as e:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = error_line(e)
         if "should be defined" in msg or "must be defined" in msg:
             raise ValueError(
                 "--distributed: no cluster found (JAX says: "

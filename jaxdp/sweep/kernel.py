@@ -17,6 +17,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp._checks import error_line
 from jaxdp.sweep.spec import SweepSpec, resolve_mechanism
 
 __all__ = ["check_kernel", "make_kernel"]
@@ -185,7 +186,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
         first[a.name] = vals[:1]
 
     def reject(e: Exception, what: str = "rejects the grid") -> ValueError:
-        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        msg = error_line(e)
         return ValueError(f"spec: mechanism '{spec.mechanism}' {what}: {msg}")
 
     _check_point_size(spec, kernel, first)

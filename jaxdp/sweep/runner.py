@@ -32,6 +32,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
+from jaxdp._checks import error_line
 from jaxdp.sweep.kernel import _int_dtype, check_kernel, make_kernel
 from jaxdp.sweep.spec import SweepSpec, parse_spec
 from jaxdp.sweep.storage import FORMAT, Store, npz_memmap
@@ -539,7 +540,7 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
             manifest=manifest,
         )
     except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = error_line(e)
         if isinstance(e, KeyError):
             why = f"no array {why}"
         raise ValueError(

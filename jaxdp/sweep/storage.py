@@ -32,6 +32,8 @@ from typing import IO, Any
 
 import numpy as np
 
+from jaxdp._checks import error_line
+
 __all__ = ["Store"]
 
 FORMAT = "jaxdp-sweep/1"
@@ -141,7 +143,7 @@ class Store:
             with open(path, encoding="utf-8") as f:
                 manifest = json.load(f)
         except (OSError, ValueError) as e:  # (JSONDecodeError, UnicodeDecodeError: ValueError)
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            why = error_line(e)
             raise ValueError(
                 f"{path} is damaged ({why}); it is not a jaxdp sweep manifest: use a new --out"
             ) from None
@@ -290,7 +292,7 @@ class Store:
             with np.load(path, allow_pickle=False) as z:
                 a = z[name]
         except (OSError, ValueError, KeyError, EOFError, zipfile.BadZipFile) as e:
-            why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            why = error_line(e)
             raise ValueError(
                 f"{path} is damaged ({why}); delete it and run the sweep again to recompute it"
             ) from None
@@ -402,6 +404,22 @@ class Store:
 # --------------------------------------------------------------------------- reading
 
 
+def _npy_header(f: IO[bytes], what: str) -> tuple[tuple[int, ...], bool, np.dtype]:
+    """``(shape, fortran_order, dtype)`` from the ``.npy`` header at ``f``'s position.
+
+    Raises:
+        ValueError: the array holds Python objects (``what`` names it).
+    """
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
+    else:
+        shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
+    if dtype.hasobject:
+        raise ValueError(f"{what} holds Python objects")
+    return shape, fortran, dtype
+
+
 def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], np.dtype]]:
     """``name -> (shape, dtype)`` of every member of an ``.npz``, reading only the headers.
 
@@ -412,18 +430,12 @@ def npz_headers(path: str | os.PathLike) -> dict[str, tuple[tuple[int, ...], np.
     try:
         with zipfile.ZipFile(path) as zf:
             for info in zf.infolist():
-                with zf.open(info) as member:
-                    version = np.lib.format.read_magic(member)
-                    if version == (1, 0):
-                        shape, _, dtype = np.lib.format.read_array_header_1_0(member)
-                    else:
-                        shape, _, dtype = np.lib.format.read_array_header_2_0(member)
                 name = info.filename.removesuffix(".npy")
-                if dtype.hasobject:
-                    raise ValueError(f"'{name}' holds Python objects")
+                with zf.open(info) as member:
+                    shape, _, dtype = _npy_header(member, f"'{name}'")
                 out[name] = (tuple(shape), dtype)
     except (OSError, ValueError, EOFError, zipfile.BadZipFile, zipfile.LargeZipFile) as e:
-        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        why = error_line(e)
         raise ValueError(why) from None
     return out
 
@@ -440,13 +452,7 @@ def npz_memmap(path: str | os.PathLike) -> dict[str, np.ndarray]:
             local = f.read(30)
             name_len, extra_len = struct.unpack("<HH", local[26:30])
             f.seek(info.header_offset + 30 + name_len + extra_len)
-            version = np.lib.format.read_magic(f)
-            if version == (1, 0):
-                shape, fortran, dtype = np.lib.format.read_array_header_1_0(f)
-            else:
-                shape, fortran, dtype = np.lib.format.read_array_header_2_0(f)
-            if dtype.hasobject:
-                raise ValueError(f"{path}: member {name} holds Python objects")
+            shape, fortran, dtype = _npy_header(f, f"{path}: member {name}")
             if int(np.prod(shape)) * dtype.itemsize < 2**20:  # small: just read it
                 with zf.open(info.filename) as member:
                     out[name] = np.lib.format.read_array(member, allow_pickle=False)
