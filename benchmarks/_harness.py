@@ -117,7 +117,9 @@ def compile_jit(fn, *args, reload: bool = False, **jit_kwargs):
     if not _listening:
         jax.monitoring.register_event_listener(_count_cache_hits)
         _listening = True
-    if jax.default_backend() == "cpu":  # what jaxdp's own entry points compile with
+    # what jaxdp's own entry points compile with: decided by the arguments' device, so the
+    # CPU side of a GPU run gets the CPU options too
+    if jaxdp._jit.platform(args) == "cpu":
         jit_kwargs.setdefault("compiler_options", jaxdp.CPU_COMPILER_OPTIONS)
     hits = len(_cache_hits)
     with _no_gc():

@@ -246,6 +246,8 @@ def summarize(out: Path, args, steps, wall: float) -> str:
                         (op.get("rel_diff_vs_newton") or {}).get("max"),
                     ]
                 )
+            scipy_pairs = {b.get("scipy", {}).get("pairs_timed") for b in s64["baselines"].values()}
+            scipy_pairs = "/".join(str(n) for n in sorted(scipy_pairs - {None})) or "no"
             md.append(
                 H.md_table(
                     [
@@ -265,7 +267,8 @@ def summarize(out: Path, args, steps, wall: float) -> str:
             )
             md.append(
                 "\nscipy: `quad` split at the locations inside `minimize_scalar`, timed "
-                "on a few hundred pairs and extrapolated; grid: numpy closed form on "
+                f"on {scipy_pairs} pairs (median of 3 passes) and "
+                "extrapolated; grid: numpy closed form on "
                 '1000 alphas; optax: `jd.chernoff(P, Q, method="optax")`'
                 + (" (quick mode: Laplace only, to save its compile time)" if args.quick else "")
                 + ".\n"
@@ -444,11 +447,19 @@ def summarize(out: Path, args, steps, wall: float) -> str:
         quad = acc.get("quadrature")
         if quad:
             md.append("\n## Quadrature path vs closed forms (max rel error of log C_a)\n\n")
+            # jd.log_bc's rule (pieces also end at the integrand's peaks), then the plain
+            # rule of jd.chernoff and the divergences (the plain_ columns)
             keys = [k for k in quad["rows"][0] if k.endswith("float64")]
             rows = [
-                [r["level"], r.get("nodes_per_pair"), *[r[k] for k in keys]] for r in quad["rows"]
+                [
+                    r["level"],
+                    r.get("nodes_per_pair"),
+                    r.get("plain_nodes_per_pair"),
+                    *[r.get(k) for k in keys],
+                ]
+                for r in quad["rows"]
             ]
-            md.append(H.md_table(["level", "nodes/pair", *keys], rows))
+            md.append(H.md_table(["level", "nodes/pair", "plain nodes/pair", *keys], rows))
         for c in acc.get("checks", []):
             targets.append(
                 {

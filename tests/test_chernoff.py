@@ -432,10 +432,11 @@ def test_second_derivatives_through_the_looped_paths(monkeypatch):
         P = jd.Laplace(0.0, s if n is None else s * jnp.ones(n))
         return jd.chernoff(P, jd.Laplace(1.0, 2.0))
 
-    grad = jax.grad(lambda s: info(s).information)
+    # jitted: eager, each transformation's small programs compiled on their own (38)
+    grad = jax.jit(jax.grad(lambda s: info(s).information))
     h = 1e-5
     want = (grad(1.5 + h) - grad(1.5 - h)) / (2 * h)  # one pair: no loop
-    got = jax.hessian(lambda s: jnp.sum(info(s, n=n).information))(1.5) / n
+    got = jax.jit(jax.hessian(lambda s: jnp.sum(info(s, n=n).information)))(1.5) / n
     np.testing.assert_allclose(got, want, rtol=1e-8)  # (central difference: ~1e-10)
     # (the optax path goes through the same _reattach; its hessian, 7 more seconds of
     # compile, was checked ad hoc: 0.16750322788930758)
@@ -556,6 +557,28 @@ def test_nested_in_user_transformations():
     ]
     np.testing.assert_allclose(np.asarray(got, np.float64), want, rtol=1e-14)
     assert isinstance(jd.CPU_COMPILER_OPTIONS, dict)
+
+
+def test_cpu_compiler_options_follow_the_arguments_device(monkeypatch):
+    # On a GPU host (default backend "gpu"), arrays put on a CPU device are compiled by
+    # XLA:CPU: they get jaxdp's CPU options too (they did not; the benchmarks' same-process
+    # CPU side of a GPU run would have been 1.2-1.6x slow). A one-line function: the
+    # choice of variant is what is tested.
+    from jaxdp import _jit
+
+    f = _jit.jit(lambda x: x + 1.0)
+    plain, cpu = f._jaxdp_variants["plain"], f._jaxdp_variants["cpu"]
+    cpu0 = jax.devices("cpu")[0]
+    f(jnp.ones(1))
+    assert (plain._cache_size(), cpu._cache_size()) == (0, 1)
+    monkeypatch.setattr(jax, "default_backend", lambda: "gpu")
+    f(jnp.ones(2))  # uncommitted: the default backend's
+    assert (plain._cache_size(), cpu._cache_size()) == (1, 1)
+    assert float(f(jax.device_put(jnp.ones(3), cpu0))[0]) == 2.0  # committed to a CPU
+    assert (plain._cache_size(), cpu._cache_size()) == (1, 2)
+    with jax.default_device(cpu0):
+        f(jnp.ones(4))
+    assert (plain._cache_size(), cpu._cache_size()) == (1, 3)
 
 
 def test_gaussian_scale_ratios_beyond_float_range_of_their_square():

@@ -242,7 +242,9 @@ def test_discrete_laplace_tv_with_a_far_narrower_q():
     P, Q = jd.DiscreteLaplace(0.0, b1), jd.DiscreteLaplace(0.0, b2)
     np.testing.assert_allclose(jd.tv(P, Q), want, rtol=1e-15)
     np.testing.assert_allclose(jd.tv(Q, P), want, rtol=1e-15)
-    grad = jax.grad(lambda b: jd.tv(jd.DiscreteLaplace(0.0, b), jd.DiscreteLaplace(0.0, 1e-3)))
+    grad = jax.jit(
+        jax.grad(lambda b: jd.tv(jd.DiscreteLaplace(0.0, b), jd.DiscreteLaplace(0.0, 1e-3)))
+    )
     np.testing.assert_allclose(grad(1.0), 0.5 / np.cosh(0.5) ** 2, rtol=1e-14)
     # one such pair in a batch of ordinary ones, a shift apart: disjoint to rounding (TV 1)
     P = jd.DiscreteLaplace(0.0, jnp.asarray([1.0, 1.0, 0.00145]))
@@ -339,7 +341,8 @@ def test_forward_derivatives_in_epsilon_at_huge_epsilon():
         def f(x):
             return fn(*jd.mechanisms.laplace(epsilon=jnp.exp(x)))
 
-        return jax.jvp(f, (jnp.log(eps),), (jnp.ones(3),))[1]
+        # jitted: eager, each nested jit's jvp compiles on its own
+        return jax.jit(lambda x: jax.jvp(f, (x,), (jnp.ones(3),))[1])(jnp.log(eps))
 
     e = np.asarray(eps)
     np.testing.assert_allclose(in_log_eps(jd.kl), e, rtol=1e-13)
@@ -414,7 +417,7 @@ def test_categorical_tv_where_rounding_hides_a_difference_under_a_mass_near_one(
         assert -math.expm1(-c) <= float(jd.tv(P, Q)) * (1 + 1e-15)
     # the gradient stays the half-sum's: d/dp_k of TV = sign(p_k - q_k)/2
     q = jnp.asarray([0.3, 0.25, 0.45])
-    grad = jax.grad(lambda p: jd.tv(jd.Categorical(p), jd.Categorical(q)))(
+    grad = jax.jit(jax.grad(lambda p: jd.tv(jd.Categorical(p), jd.Categorical(q))))(
         jnp.asarray([0.2, 0.3, 0.5])
     )
     np.testing.assert_allclose(grad, [-0.5, 0.5, 0.5], rtol=1e-15)
@@ -1005,7 +1008,7 @@ def test_renyi_order_derivative_at_one_at_extreme_scale_ratios():
 
     s = jnp.asarray([1.0, 1e160])
     kl_grad = np.asarray(
-        jax.grad(lambda s: jd.kl(jd.Gaussian(0.0, s[0]), jd.Gaussian(0.0, s[1])))(s)
+        jax.jit(jax.grad(lambda s: jd.kl(jd.Gaussian(0.0, s[0]), jd.Gaussian(0.0, s[1]))))(s)
     )
     for order in (0.5, 1.0):  # traced: the order-1 branch is compiled in
         got = np.asarray(jax.jit(jax.grad(f))(s, order))
@@ -1019,7 +1022,7 @@ def test_renyi_order_derivative_at_one_at_extreme_scale_ratios():
         jd.Categorical(jnp.asarray([0.5, 0.5, 0.0])),
         jd.Categorical(jnp.asarray([0.0, 0.4, 0.6])),
     )
-    assert jax.grad(lambda o: jd.renyi(P, Q, o))(1.0) == np.inf  # KL = inf
+    assert jax.jit(jax.grad(lambda o: jd.renyi(P, Q, o)))(1.0) == np.inf  # KL = inf
 
 
 def test_kl_of_heavy_tails_diverges_where_the_integral_does():
