@@ -44,16 +44,23 @@ def as_inexact(*xs, names=None):
     """Promote arrays once, jointly, to a common inexact dtype (weak types preserved).
 
     Raises:
-      TypeError: an argument is not a real number or array, or is complex (named by
-        ``names``, one per argument, if given).
+      TypeError: an argument is not a real number or array, is complex, or is a float
+        narrower than float32 (float16, bfloat16: the kernels read float32 and float64 bit
+        layouts); named by ``names``, one per argument, if given.
     """
     labels = names if names else ["parameters"] * len(xs)
     arrays = [as_array(x, name) for x, name in zip(xs, labels, strict=True)]
     for i, x in enumerate(arrays):
-        if jnp.issubdtype(x.dtype, jnp.complexfloating):
-            raise TypeError(f"{labels[i]} must be real numbers, got a {x.dtype} array")
+        _check_real(labels[i], x)
     dtype = jnp.result_type(*arrays, float)
     return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
+
+
+def _check_real(name: str, x) -> None:
+    if jnp.issubdtype(x.dtype, jnp.complexfloating):
+        raise TypeError(f"{name} must be real numbers, got a {x.dtype} array")
+    if jnp.issubdtype(x.dtype, jnp.floating) and jnp.finfo(x.dtype).bits < 32:
+        raise TypeError(f"{name} must be float32 or float64, got a {x.dtype} array")
 
 
 def as_order(x, name: str = "order"):
@@ -64,6 +71,7 @@ def as_order(x, name: str = "order"):
     :func:`as_inexact` it became a strong float64 that promoted the whole computation).
     """
     x = as_array(x, name)
+    _check_real(name, x)  # (a Python complex is weakly typed too)
     return x * 1.0 if x.weak_type else as_inexact(x, names=(name,))[0]
 
 
@@ -94,6 +102,16 @@ def check_positive(name: str, x) -> None:
         bad = ~(np.isfinite(v) & (v > 0))
         if bad.any():
             raise ValueError(f"{name} must be positive and finite, got {v[bad].flat[0]}")
+
+
+def check_nonnegative(name: str, x) -> None:
+    if is_concrete(x):
+        v = _values(x)
+        if np.isnan(v).any():
+            raise ValueError(f"{name} contains NaN")
+        bad = ~(np.isfinite(v) & (v >= 0))
+        if bad.any():
+            raise ValueError(f"{name} must be non-negative and finite, got {v[bad].flat[0]}")
 
 
 def check_normal(name: str, x) -> None:

@@ -56,7 +56,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from jax import lax
 
@@ -384,11 +383,13 @@ def allocate_budget(
         pair = mechanism
     else:
         raise TypeError(f"mechanism must be a name or a callable, got {type(mechanism)}")
-    if weights is None:
-        weights = np.ones(np.shape(sensitivities))
-    budget, s, w = _checks.as_inexact(
-        budget, sensitivities, weights, names=("budget", "sensitivities", "weights")
-    )
+    if weights is None:  # ones of the sensitivities' dtype (float64 ones made float32 input 64)
+        budget, s = _checks.as_inexact(budget, sensitivities, names=("budget", "sensitivities"))
+        w = jnp.ones_like(s)
+    else:
+        budget, s, w = _checks.as_inexact(
+            budget, sensitivities, weights, names=("budget", "sensitivities", "weights")
+        )
     if budget.ndim != 0:
         raise ValueError(f"budget must be a scalar, got shape {budget.shape}")
     if s.ndim != 1 or s.shape[0] < 1:

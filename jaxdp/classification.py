@@ -171,6 +171,22 @@ def _is_moments_batched(m0, b0, m1, b1, a, keys, *, n_samples: int, m_max: int):
     return jax.vmap(one)(m0, b0, m1, b1, a, keys)
 
 
+def _check_key(key) -> None:
+    """A PRNG key: a typed key array (``jax.random.key``) or a raw ``uint32`` key of shape
+    ``(2,)`` (``jax.random.PRNGKey``); JAX's own errors for anything else come from deep
+    inside ``random.split`` and name no argument."""
+    if isinstance(key, jax.Array | np.ndarray) or hasattr(key, "dtype"):
+        dtype = getattr(key, "dtype", None)
+        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+            return
+        if dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,):
+            return
+    raise TypeError(
+        "key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
+        f"got {key!r}"
+    )
+
+
 def simulate_error_exponent(
     P: Laplace,
     Q: Laplace,
@@ -235,7 +251,11 @@ def simulate_error_exponent(
     for name, d in (("P", P), ("Q", Q)):
         if not isinstance(d, Laplace):
             raise TypeError(f"{name} must be a jaxdp.Laplace, got {type(d).__name__}")
-    ms = tuple(Ms)
+    try:
+        ms = tuple(Ms)
+    except TypeError:
+        raise TypeError(f"Ms must be a non-empty sequence of Python ints, got {Ms!r}") from None
+    _check_key(key)
     if not ms or any(isinstance(m, bool) or not isinstance(m, (int, np.integer)) for m in ms):
         raise TypeError(f"Ms must be a non-empty sequence of Python ints, got {Ms!r}")
     if min(ms) < 1:

@@ -44,9 +44,27 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _StoreOnce(argparse.Action):
+    """``store`` that refuses a second occurrence: ``--sensitivity 1 --sensitivity 2``
+    silently kept the last value."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        seen = namespace.__dict__.setdefault("_jaxdp_seen", set())
+        if self.dest in seen:
+            parser.error(f"argument {option_string}: given more than once")
+        seen.add(self.dest)
+        setattr(namespace, self.dest, values)
+
+
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> None:  # one line, non-zero exit, no usage dump
         raise SystemExit(_fail(message))
+
+    def add_argument(self, *args, **kwargs):
+        # every single-valued option is given at most once (repeatable ones use "append")
+        if args and args[0].startswith("--") and kwargs.get("action", "store") == "store":
+            kwargs["action"] = _StoreOnce
+        return super().add_argument(*args, **kwargs)
 
 
 def _fail(message: str) -> int:
@@ -90,9 +108,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     jax.config.update("jax_enable_x64", True)
     parser = build_parser()
     args = parser.parse_args(argv)
-    if getattr(args, "_run", None) is None:
-        parser.print_help()
-        return 2
+    if getattr(args, "_run", None) is None:  # one line, as for every other usage error
+        return _fail(f"a command is required: {', '.join(COMMANDS)} (jaxdp --help)")
     try:
         from jaxdp.compile_cache import repairing
 

@@ -138,8 +138,9 @@ def group_product(P: Distribution, Q: Distribution):
     return Product._of(Pc, counts), Product._of(Qc, counts)
 
 
-def check_pair(P: Distribution, Q: Distribution, *extra_shapes) -> None:
-    """Static compatibility of a pair (types, structure, batch shapes)."""
+def check_pair(P: Distribution, Q: Distribution, *extra_shapes, extra_name="alpha") -> None:
+    """Static compatibility of a pair (types, structure, batch shapes; ``extra_shapes``
+    those of the argument named ``extra_name``)."""
     if isinstance(P, Product) or isinstance(Q, Product):
         if not (isinstance(P, Product) and isinstance(Q, Product)):
             raise TypeError("a Product can only be compared with a Product (P and Q)")
@@ -159,9 +160,9 @@ def check_pair(P: Distribution, Q: Distribution, *extra_shapes) -> None:
                 f"P and Q have different numbers of categories: "
                 f"{P.num_categories} vs {Q.num_categories}"
             )
-    _checks.check_broadcast(
-        "P, Q" + (", alpha" if extra_shapes else ""), P.batch_shape, Q.batch_shape, *extra_shapes
-    )
+    _checks.check_broadcast("P, Q", P.batch_shape, Q.batch_shape)
+    if extra_shapes:
+        _checks.check_broadcast(f"P, Q, {extra_name}", P.batch_shape, Q.batch_shape, *extra_shapes)
 
 
 def raw_log_bc(P, Q, alpha, *, unit=False):

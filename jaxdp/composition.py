@@ -32,7 +32,9 @@ class CompositionResult(NamedTuple):
       exact: :math:`\\max_\\alpha \\sum_j -\\log C_\\alpha(P_j, Q_j)` (nats).
       alpha: the common optimal :math:`\\alpha^*`.
       paper_sum: :math:`\\sum_j C(P_j, Q_j)`, the Corollary 1.2 budget.
-      gain: ``paper_sum - exact`` (>= 0): budget the exact composition leaves unspent.
+      gain: ``paper_sum - exact`` (>= 0): budget the exact composition leaves unspent;
+        0 where the exact information is infinite (a pair with disjoint supports: the
+        paper's sum is infinite too, and their difference means nothing).
       individual: a tuple of each pair's own Chernoff information.
     """
 
@@ -53,7 +55,12 @@ def compose(pairs: Sequence[tuple[Distribution, Distribution]]) -> CompositionRe
     Returns:
       :class:`CompositionResult`; differentiable like :func:`jaxdp.chernoff`.
     """
-    pairs = list(pairs)
+    try:
+        pairs = list(pairs)
+    except TypeError:
+        raise TypeError(
+            f"pairs must be a sequence of (P, Q) pairs, got {type(pairs).__name__}"
+        ) from None
     if not pairs:
         raise ValueError("pairs must hold at least one (P, Q) pair")
     for i, pair in enumerate(pairs):
@@ -62,7 +69,8 @@ def compose(pairs: Sequence[tuple[Distribution, Distribution]]) -> CompositionRe
     joint = chernoff(Product(*(p for p, _ in pairs)), Product(*(q for _, q in pairs)))
     individual = tuple(chernoff(p, q).information for p, q in pairs)
     total = sum(individual)
-    gain = total - joint.information
+    # (inf - inf where a pair is disjoint: nan)
+    gain = jnp.where(jnp.isinf(joint.information), 0.0, total - joint.information)
     return CompositionResult(
         exact=joint.information,
         alpha=joint.alpha,

@@ -310,26 +310,39 @@ class Density(Distribution):
     ):
         if not callable(log_prob):
             raise TypeError("Density: log_prob must be callable")
-        lower, upper = float(lower), float(upper)
+        try:
+            lower, upper = float(lower), float(upper)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Density: lower and upper must be floats, got {lower!r} and {upper!r}"
+            ) from None
         if not lower < upper:
             raise ValueError(f"Density: need lower < upper, got lower={lower}, upper={upper}")
-        params = jax.tree_util.tree_map(
-            lambda x: _checks.as_inexact(x, names=("Density: params",))[0], params
-        )
-        bp = (
-            jnp.stack(
-                [
-                    jnp.asarray(_checks.as_array(b, "Density: breakpoints"), dtype=float)
-                    for b in breakpoints
-                ],
-                -1,
+        if isinstance(breakpoints, (str, bytes)) or not hasattr(breakpoints, "__len__"):
+            raise TypeError(
+                "Density: breakpoints must be a sequence of floats or arrays, got "
+                f"{type(breakpoints).__name__}"
             )
-            if len(breakpoints)
-            else jnp.zeros((0,))
+        breakpoints = list(breakpoints)
+        # one dtype for all: the defaults (centre 0, scale 1) and Python-float breakpoints
+        # are weakly typed and follow float32 params (they were float64, and made a float32
+        # density float64 under x64)
+        leaves, tree = jax.tree_util.tree_flatten(params)
+        names = (
+            ("Density: params",) * len(leaves)
+            + ("Density: breakpoints",) * len(breakpoints)
+            + ("Density: centre", "Density: scale")
         )
+        *arrays, centre, scale = _checks.as_inexact(
+            *leaves, *breakpoints, centre, scale, names=names
+        )
+        params = jax.tree_util.tree_unflatten(tree, arrays[: len(leaves)])
+        bp = arrays[len(leaves) :]
+        bp = jnp.stack(bp, -1) if bp else jnp.zeros((0,), centre.dtype)
         _checks.check_finite("Density: breakpoints", bp)
-        names = ("Density: centre", "Density: scale")
-        centre, scale = _checks.as_inexact(centre, scale, names=names)
+        for leaf in arrays[: len(leaves)]:  # (infinite values may be legal parameters)
+            if _checks.is_concrete(leaf) and np.isnan(np.asarray(leaf)).any():
+                raise ValueError("Density: params contains NaN")
         _checks.check_positive("Density: scale", scale)
         _checks.check_normal("Density: scale", scale)
         _checks.check_finite("Density: centre", centre)
@@ -343,6 +356,17 @@ class Density(Distribution):
             upper=upper,
         )
         self._check_log_prob()
+
+    def _invalid(self):
+        """NaN parameters or breakpoints, a non-finite centre, a scale out of range: the
+        constructor's checks on traced values (a NaN parameter gave KL inf, TV 1/2, a
+        negative Rényi divergence and a "converged" Chernoff information of inf)."""
+        tiny = jnp.finfo(self.scale.dtype).tiny
+        bad = ~(jnp.isfinite(self.centre) & (self.scale >= tiny) & (self.scale < jnp.inf))
+        bad = bad | jnp.any(jnp.isnan(self.breakpoints), axis=-1)
+        for leaf in jax.tree_util.tree_leaves(self.params):
+            bad = bad | jnp.isnan(leaf)
+        return bad
 
     def _check_log_prob(self):
         """Evaluate ``log_prob`` at ``centre`` and ``centre -+ scale`` (those strictly inside

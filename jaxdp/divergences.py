@@ -75,7 +75,7 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     with_kl = not _checks.is_concrete(order) or bool(np.any(np.asarray(order) == 1))
     order = _checks.as_order(order)
     _checks.check_positive("order", order)
-    check_pair(P, Q, order.shape)
+    check_pair(P, Q, order.shape, extra_name="order")
     return _renyi(P, Q, order, with_kl=with_kl)
 
 

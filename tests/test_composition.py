@@ -1,5 +1,7 @@
 """Exact composition vs the paper's Corollary 1.2 sum."""
 
+import math
+
 import jax
 import jax.numpy as jnp
 import mp_refs
@@ -42,6 +44,17 @@ def test_bad_input():
         jd.compose([])
     with pytest.raises(TypeError, match="pairs\\[0\\]"):
         jd.compose([jd.Laplace()])
+    with pytest.raises(TypeError, match=r"^pairs must be a sequence of"):  # (was "not iterable")
+        jd.compose(None)
+
+
+def test_a_disjoint_pair_makes_the_composition_infinite_with_no_gain():
+    # gain was inf - inf = nan
+    disjoint = (jd.Categorical(jnp.asarray([1.0, 0.0])), jd.Categorical(jnp.asarray([0.0, 1.0])))
+    r = jd.compose([disjoint, jd.mechanisms.randomized_response(1.0)])
+    assert float(r.exact) == float(r.paper_sum) == math.inf and float(r.gain) == 0.0
+    assert float(r.individual[0]) == math.inf
+    np.testing.assert_allclose(r.individual[1], math.log(math.cosh(0.5)), rtol=1e-14)
 
 
 def _mixed_product(batch):

@@ -350,6 +350,16 @@ def test_forward_derivatives_in_epsilon_at_huge_epsilon():
     np.testing.assert_allclose(got, e / 2 - e / (2 + e), rtol=1e-13)
 
 
+def test_randomized_response_at_epsilon_zero():
+    # legal (both rows uniform) but refused, while calibrate returned 0 for a zero budget
+    P, Q = jd.mechanisms.randomized_response(0.0, 3)
+    np.testing.assert_array_equal(P.log_probs, Q.log_probs)
+    np.testing.assert_allclose(P.probs, 1 / 3, rtol=1e-15)
+    assert float(jd.kl(P, Q)) == 0.0
+    with pytest.raises(ValueError, match=r"^epsilon must be non-negative and finite, got -1"):
+        jd.mechanisms.randomized_response(-1.0)
+
+
 def test_mechanisms_keep_float32_under_x64():
     # the default sensitivity (a Python float) was promoted on its own, to float64, and made
     # a float32 epsilon's pair float64

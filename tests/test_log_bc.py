@@ -1,6 +1,7 @@
 """log C_alpha against independent mpmath references, plus stability and API behaviour."""
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -309,11 +310,48 @@ def test_float32_accuracy():
         (lambda: jd.Categorical(jnp.array([0.5, jnp.nan])), "NaN"),
         (lambda: jd.Product.iid(jd.Laplace(), 0), "n"),
         (lambda: jd.Product(1.0), "component"),
+        # (these three named no argument: a float() error, a len() error, a nan log_prob)
+        (lambda: jd.Density(lambda x: -x, lower="a"), "^Density: lower and upper"),
+        (lambda: jd.Density(lambda x: -x, breakpoints=3.0), "^Density: breakpoints"),
+        (
+            lambda: jd.Density(lambda x, m: -((x - m) ** 2), params=jnp.nan),
+            "^Density: params contains NaN",
+        ),
     ],
 )
 def test_bad_distribution_parameters_raise(make, match):
     with pytest.raises((ValueError, TypeError), match=match):
         make()
+
+
+def _gauss_density(m):
+    return jd.Density(lambda x, m: -0.5 * (x - m) ** 2 - 0.5 * math.log(2 * math.pi), params=m)
+
+
+def test_density_nan_params_under_jit_and_float32_defaults():
+    # A NaN parameter under jit (no constructor check) gave KL inf and a Chernoff information
+    # of inf reported converged; now nan, not converged, as for the other families.
+    f = jax.jit(
+        lambda m: (
+            jd.kl(_gauss_density(m), jd.Gaussian(0.0, 1.0)),
+            jd.chernoff(_gauss_density(m), jd.Gaussian(0.0, 1.0)),
+        )
+    )
+    kl, r = f(jnp.nan)
+    assert math.isnan(float(kl)) and math.isnan(float(r.information)) and not bool(r.converged)
+    kl, r = f(1.0)  # KL(N(1, 1) || N(0, 1)) = 1/2, C = 1/8
+    assert abs(float(kl) - 0.5) < 1e-14 and abs(float(r.information) - 0.125) < 1e-14
+    assert bool(r.converged)
+    # float32 params keep a Density float32 under x64: the defaults (centre 0, scale 1) and
+    # Python-float breakpoints were float64 and promoted every result
+    D = jd.Density(
+        lambda x, m: -jnp.abs(x - m) - jnp.log(jnp.asarray(2.0, x.dtype)),
+        params=np.float32(0.3),
+        breakpoints=[0.3],
+    )
+    assert D.dtype == D.centre.dtype == D.scale.dtype == D.breakpoints.dtype == jnp.float32
+    out = jax.eval_shape(lambda D: jd.log_bc(D, jd.Laplace(np.float32(1), np.float32(2)), 0.5), D)
+    assert out.dtype == jnp.float32
 
 
 def test_bad_log_bc_arguments_raise():
@@ -332,6 +370,24 @@ def test_bad_log_bc_arguments_raise():
         jd.log_bc(jd.Product.iid(P, 2), jd.Product(Q, Q), 0.5)
     with pytest.raises(TypeError, match="P must be"):
         jd.log_bc(1.0, Q, 0.5)
+    # a Python complex is weakly typed: it skipped the complex check (complex128 results)
+    with pytest.raises(TypeError, match=r"^alpha must be real numbers"):
+        jd.log_bc(P, Q, 0.5 + 0.1j)
+    with pytest.raises(TypeError, match=r"^order must be real numbers"):
+        jd.renyi(P, Q, 2 + 0.5j)
+    # the shape error names the Rényi order as order (it said alpha), and P, Q alone when
+    # they are what does not broadcast
+    with pytest.raises(ValueError, match=r"^P, Q: batch shapes \(2,\), \(3,\) do not"):
+        jd.renyi(jd.Laplace(jnp.zeros(2), 1.0), jd.Laplace(jnp.zeros(3), 1.0), 0.5)
+    with pytest.raises(ValueError, match=r"^P, Q, order: batch shapes \(2,\), \(\), \(3,\)"):
+        jd.renyi(jd.Laplace(jnp.zeros(2), 1.0), Q, jnp.asarray([0.5, 2.0, 3.0]))
+    # float16 / bfloat16 parameters were accepted, then failed deep in the kernels (a
+    # float32 bit layout read from 16 bits)
+    for dtype in (jnp.float16, jnp.bfloat16):
+        with pytest.raises(TypeError, match=r"^Laplace: loc must be float32 or float64"):
+            jd.Laplace(jnp.zeros(2, dtype), 1.0)
+        with pytest.raises(TypeError, match=r"^Categorical: probs must be float32 or float64"):
+            jd.Categorical(jnp.asarray([0.5, 0.5], dtype))
 
 
 def test_under_jit_invalid_values_give_nan_not_garbage():

@@ -435,6 +435,11 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
         sweep(spec, tmp_path / "b", quiet=True)
     with pytest.raises(FileNotFoundError, match="has not finished"):
         load_sweep(tmp_path / "b")
+    # (a pathlib TypeError, and "<file>/results.npz ... has not finished")
+    with pytest.raises(TypeError, match=r"^out_dir must be a path, got NoneType"):
+        load_sweep(None)
+    with pytest.raises(NotADirectoryError, match="is a file, not a sweep directory"):
+        load_sweep(tmp_path / "f" / "notes.txt")
 
 
 def test_float64_needs_x64(tmp_path):

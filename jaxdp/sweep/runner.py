@@ -515,6 +515,10 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
         ValueError: ``results.npz`` or ``manifest.json`` is damaged (the message names it;
             running the sweep again rebuilds ``results.npz``).
     """
+    if not isinstance(out_dir, str | os.PathLike):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    if os.path.exists(out_dir) and not os.path.isdir(out_dir):
+        raise NotADirectoryError(f"out_dir {os.fspath(out_dir)} is a file, not a sweep directory")
     store = Store(out_dir)
     path = store.results_path
     if not path.exists():
