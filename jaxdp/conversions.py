@@ -137,6 +137,24 @@ def _unit_interval(x: ArrayLike, name: str) -> None:
     _check_range(x, name, upper=1.0)
 
 
+#: Largest work array (bytes) that :func:`max_tv_eps_dp` and
+#: :func:`jaxdp.best_advantage_laplace` allocate; larger requests are refused up front.
+_MAX_WORK_BYTES = 4 * 2**30
+
+
+def _check_work_size(nbytes: int, what: str, hint: str) -> None:
+    """Raise ``ValueError`` if a computation would need more than :data:`_MAX_WORK_BYTES`.
+
+    Checked before anything is built: past the limit XLA fails only when the result is
+    read (``RESOURCE_EXHAUSTED``), or the process is killed by the OOM killer.
+    ``what`` says what needs the memory and how it grows, ``hint`` what to use instead.
+    """
+    if nbytes > _MAX_WORK_BYTES:
+        raise ValueError(
+            f"{what} needs {nbytes / 2**30:.3g} GiB (limit {_MAX_WORK_BYTES / 2**30:g} GiB); {hint}"
+        )
+
+
 def _list_to_array(x):
     """A list as one array: ``jax.jit`` would take it as a pytree of scalars."""
     return jnp.asarray(x) if isinstance(x, list) else x
@@ -174,6 +192,32 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
 
 # ---------------------------------------------------------------------------------------------
 # Stable kernels.
+
+
+def _subnormal_scale(dtype) -> int:
+    """The even ``K`` by which :func:`_unflushed` scales: ``2^K`` times a subnormal is normal."""
+    return 2 * ((jnp.finfo(dtype).nmant + 3) // 2)  # float32: 26, float64: 54
+
+
+def _unflushed(x: jax.Array) -> tuple[jax.Array, jax.Array]:
+    """``(sub, x 2^K)`` for ``x >= 0``: ``sub`` marks positive subnormal ``x``, and there the
+    second array holds ``x 2^K`` (``K`` = :func:`_subnormal_scale`), a normal number; 0 elsewhere.
+
+    XLA:CPU flushes subnormal operands to zero, so ``x * 2^K`` cannot be computed from ``x``.
+    It is read from the bits instead: a subnormal's bit pattern, as an integer, is its
+    multiple of the smallest subnormal ``2^(minexp - nmant)``, so ``x 2^K = bits *
+    2^(minexp - nmant + K)``, exact (the integer has at most ``nmant`` bits). Constant in
+    ``x`` for differentiation (callers add the derivative where it matters). The result
+    passes an optimization barrier: XLA would otherwise fold ``2^(minexp - nmant + K)`` into
+    the caller's ``2^-K`` into a subnormal constant, i.e. 0.
+    """
+    info = jnp.finfo(x.dtype)
+    bits = jax.lax.bitcast_convert_type(
+        jax.lax.stop_gradient(x), jnp.dtype(f"int{8 * x.dtype.itemsize}")
+    )
+    sub = (bits > 0) & (bits < 2**info.nmant)  # exponent field 0, sign +, mantissa != 0
+    unit = 2.0 ** (int(info.minexp) - int(info.nmant) + _subnormal_scale(x.dtype))
+    return sub, jax.lax.optimization_barrier(jnp.where(sub, bits, 0).astype(x.dtype) * unit)
 
 
 def _logcosh(x: jax.Array) -> jax.Array:
@@ -323,7 +367,9 @@ def max_tv_chernoff(c: ArrayLike) -> jax.Array:
     :math:`\varepsilon` is a Chernoff-DP budget (it is a lower bound on the worst case).
 
     Computed as ``sqrt(-expm1(-2 c))``: relative accuracy for tiny ``c``; float32 relative
-    error < 3e-7. The derivative at ``c = 0`` is infinite (true value).
+    error < 3e-7. Subnormal ``c`` (which XLA:CPU flushes to zero) gives :math:`\sqrt{2c}`
+    from the exactly rescaled bits (float32 ``c = 1e-40``: 1.414e-20, not 0). The derivative
+    at ``c = 0`` is infinite (true value).
 
     Args:
         c: Chernoff information(s) in nats, ``>= 0``.
@@ -332,7 +378,12 @@ def max_tv_chernoff(c: ArrayLike) -> jax.Array:
         Array like ``c`` with values in ``[0, 1]``.
     """
     (c,) = _inexact(c)
-    return jnp.sqrt(-jnp.expm1(-2 * c))
+    sub, scaled = _unflushed(c)
+    normal = jnp.sqrt(-jnp.expm1(-2 * jnp.where(sub, 1.0, c)))
+    # sqrt(2c) = sqrt(2 c 2^K) 2^(-K/2) (the c^2 term is below the ulp), derivative 1/sqrt(2c)
+    tiny = jnp.sqrt(2 * jnp.where(sub, scaled, 1.0)) * 2.0 ** (-_subnormal_scale(c.dtype) // 2)
+    tiny = tiny + (c - jax.lax.stop_gradient(c)) / tiny  # (c - c: adds 0 to the value)
+    return jnp.where(sub, tiny, normal)
 
 
 @_checked(eps=_nonnegative, delta=_unit_interval)
@@ -381,7 +432,9 @@ def max_tv_eps_dp_chernoff_bound(eps: ArrayLike, n: ArrayLike = 1) -> jax.Array:
     :math:`g(x) = \log\cosh(x)/x^2`, so relative accuracy holds for tiny ``eps`` and huge ``n``
     and the derivative at ``eps = 0`` is the true :math:`\sqrt{n}/2`.
     Measured: float64 relative error < 1e-15; float32 < 1e-6 (``eps`` in ``[1e-10, 1e4]``,
-    ``n`` up to 1e6).
+    ``n`` up to 1e6). Subnormal ``eps`` (flushed to zero by XLA:CPU) gives
+    :math:`\sqrt{n}\,\varepsilon/2` from the exactly rescaled bits (float32 ``eps = 1e-40``,
+    ``n = 1e6``: 5e-38, not 0); results below the smallest normal number still come out 0.
 
     Args:
         eps: pure DP parameter(s), ``>= 0``.
@@ -400,7 +453,10 @@ def max_tv_eps_dp_chernoff_bound(eps: ArrayLike, n: ArrayLike = 1) -> jax.Array:
     xs = jnp.where(big, 0.0, x)
     ys = jnp.where(big, 0.0, y)
     small = jnp.abs(xs) * jnp.sqrt(2 * n * _logcosh_over_square(xs) * sp.psi(ys))
-    return jnp.where(big, direct, small)
+    # subnormal eps: the above computed 0 (and the right derivative sqrt(n)/2); add the value
+    sub, scaled = _unflushed(eps)
+    tiny = scaled * (0.5 * jnp.sqrt(n)) * 2.0 ** -_subnormal_scale(eps.dtype)
+    return jnp.where(big, direct, small) + jnp.where(sub, tiny, 0.0)
 
 
 # Stirling-series error log(k!) - log(sqrt(2 pi k) (k/e)^k) for k = 1..15 (mpmath, 40 digits).
@@ -433,15 +489,15 @@ def _stirlerr(k: jax.Array) -> jax.Array:
     return jnp.where(k <= 15, table, series)
 
 
-def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array) -> jax.Array:
+def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array, d: jax.Array) -> jax.Array:
     """Deviance ``x log(x/m) + m - x >= 0`` for ``x >= 1`` (Loader 2000), also when ``x ~ m``.
 
     Near ``x = m``, with ``v = (x - m)/(x + m)``, it is ``(x - m) v + 2x sum_{j>=1}
     v^{2j+1}/(2j+1)`` (no cancellation); elsewhere the direct form loses at most ~1/|v| ulp.
-    ``m`` is passed directly (``exp(log m)`` would cost ``|log m|`` ulp of ``x - m``) and
-    ``log m`` separately, used only where ``m`` underflows to 0.
+    ``d = x - m`` is passed in, computed by the caller without rounding ``m`` first (see
+    :func:`_binom_log_pmf`). ``m`` is passed directly (``exp(log m)`` would cost ``|log m|``
+    ulp of ``x - m``) and ``log m`` separately, used only where ``m`` underflows to 0.
     """
-    d = x - m
     near = jnp.abs(d) < 0.1 * (x + m)
     v = jnp.where(near, d / (x + m), 0.0)
     v2 = v * v
@@ -449,9 +505,17 @@ def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array) -> jax.Array:
     for j in range(9, 0, -1):  # Horner; v^2 < 0.01 so 10 terms reach 1e-20 relative
         acc = 1 / (2 * j + 1) + v2 * acc
     series = d * v + 2 * x * v * v2 * acc
-    positive = m > 0
-    log_ratio = jnp.where(positive, jnp.log(x / jnp.where(positive, m, 1.0)), jnp.log(x) - log_m)
-    return jnp.where(near, series, x * log_ratio + m - x)
+    # log(x/m): the rounding of x/m costs x u/2 absolute in x log(x/m) (float32: 2.4e-6 in
+    # log pmf at x = 40); log1p(d/m) costs ~u |log(x/m)| relative, i.e. ~0.2 x u absolute at
+    # the switch |v| = 0.1, and is used while 1 + d/m does not cancel
+    ms = jnp.where(m > 0, m, 1.0)
+    close = (m > 0) & (d > -0.5 * ms)
+    log_ratio = jnp.where(
+        close,
+        jnp.log1p(jnp.where(close, d / ms, 0.0)),
+        jnp.where(m > 0, jnp.log(x / ms), jnp.log(x) - log_m),
+    )
+    return jnp.where(near, series, x * log_ratio - d)
 
 
 def _binom_log_pmf(k: jax.Array, n: jax.Array, eps: jax.Array) -> jax.Array:
@@ -459,6 +523,13 @@ def _binom_log_pmf(k: jax.Array, n: jax.Array, eps: jax.Array) -> jax.Array:
 
     Saddle-point form: all intermediate terms are O(1) (no ``lgamma(n)`` of size ``n log n``),
     so the pmf keeps its relative accuracy in float32 for ``n = 1e4``.
+
+    The deviations ``x - m`` from the means ``m = n p``, ``n q`` are formed as
+    ``(x - n/2) -+ (n/2) tanh(eps/2)`` for ``|eps| <= 1`` (``x - n/2`` is exact): ``x - fl(n p)``
+    carries the rounding of ``p`` near 1/2, ``u/2`` absolute, i.e. the pmf of a binomial whose
+    mean is off by ``n u/2``, a relative TV error of order ``sqrt(n) u`` at small eps
+    (float32: 1.5e-5 at ``n = 1e4``). Above ``|eps| = 1`` ``x - n p`` is used (``1 - tanh``
+    would cancel for ``n q``; the TV is then insensitive to the mean).
     """
     k, n, eps = jnp.broadcast_arrays(k, n, eps)
     inner = k < n
@@ -467,9 +538,13 @@ def _binom_log_pmf(k: jax.Array, n: jax.Array, eps: jax.Array) -> jax.Array:
     signed = jnp.stack([eps, -eps])
     log_n = jnp.log(n)
     log_m = log_n - jax.nn.softplus(-signed)  # log(n p), log(n q)
+    m = n * jax.nn.sigmoid(signed)
+    half = 0.5 * n
+    mid = jnp.abs(signed) <= 1
+    d = jnp.where(mid, (x - half) - half * jnp.tanh(0.5 * jnp.where(mid, signed, 0.0)), x - m)
     lp = (
         _stirlerr(n)
-        - jnp.sum(_stirlerr(x) + _bd0(x, n * jax.nn.sigmoid(signed), log_m) + 0.5 * jnp.log(x), 0)
+        - jnp.sum(_stirlerr(x) + _bd0(x, m, log_m, d) + 0.5 * jnp.log(x), 0)
         + 0.5 * (log_n - _LOG_2PI)
     )
     return jnp.where(inner, lp, -n * jax.nn.softplus(-eps))  # k = n: n log p
@@ -490,18 +565,23 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     and (40) with ``delta = 0`` (:math:`1 - e^{-\varepsilon}`) are valid but loose there.
     :func:`max_tv_eps_dp_chernoff_bound` is a looser closed-form bound for ``n > 1``.
 
-    Evaluated as :math:`\varepsilon \sum_k \exp[\log \mathrm{Bin}(k; n, p) + \log(2k - n)
-    + \log r((2k-n)\varepsilon)]` with :math:`r(x) = (1 - e^{-x})/x`: every term
-    is positive (no cancellation, so tiny TV such as ``eps = 1e-8`` keeps full relative
-    accuracy), the binomial pmf uses Loader's saddle-point form, and the derivative at
-    ``eps = 0`` is finite. Cost and memory are ``O(size(eps) * n)``.
+    Evaluated as :math:`\varepsilon \sum_k \mathrm{Bin}(k; n, p)\,(2k - n)\,r((2k-n)
+    \varepsilon)` with :math:`r(x) = (1 - e^{-x})/x`: every term is positive (no
+    cancellation, so tiny TV such as ``eps = 1e-8`` keeps full relative accuracy), the
+    binomial pmf uses Loader's saddle-point form with the deviations from the mean formed
+    without rounding ``p`` first (see :func:`_binom_log_pmf`), and the derivative at
+    ``eps = 0`` is finite. Subnormal ``eps`` (flushed to zero by XLA:CPU) is rescaled exactly
+    for the outer factor; a result below the smallest normal number still comes out 0. Cost
+    and memory are ``O(size(eps) * n)``; above 4 GiB of work arrays it is refused.
 
     Measured against an mpmath binomial sum (40 digits) for ``n`` in ``{1, ..., 1e4}`` and
-    ``eps`` in ``[1e-8, 50]``: float64 relative error < 1e-14; float32 relative error grows
-    with ``n``: < 5e-7 for ``n <= 3`` (against float64 on 1e5 float32 ``eps`` values: 3.4e-7
-    at ``n = 1``, 4.1e-7 at ``n = 2, 3``, 9.6e-7 at ``n = 10``, 1.8e-6 at ``n = 100``), < 1e-5
-    for ``n <= 1e4``.
-    Beyond ``eps = 50`` float32 values may sit a few ulp below 1 (1.1e-6 at ``eps`` ~3000).
+    ``eps`` in ``[1e-8, 50]``: float64 relative error < 1e-14. float32 relative error
+    < 1e-6 for ``n <= 1e4``, measured against float64 at the same float32 inputs (20001
+    ``eps`` log-spaced in ``[1e-8, 50]`` for ``n`` in ``{1, 2, 3, 4, 5, 7, 10, 11, 30, 100,
+    101, 300, 1000, 3000, 9999, 1e4}``, 3001 for every ``n <= 129``): 3.2e-7 at ``n = 1``,
+    4.2e-7 at ``n = 2, 3``, worst 9.1e-7 at ``n = 30``, 6.6e-7 at ``n = 1e4`` (it was 1.5e-5
+    there, from ``x - fl(n p)``). Beyond ``eps = 50`` float32 values sit at most 2 ulp below 1
+    (``n <= 1000``, ``eps`` up to 1e4).
 
     Args:
         eps: pure DP parameter(s) of each mechanism, ``>= 0``; any shape.
@@ -514,7 +594,10 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
         Array of the broadcast shape of ``eps`` and ``n``, values in ``[0, 1]``.
 
     Raises:
-        ValueError: ``eps`` negative or ``n`` not an integer ``>= 1`` (concrete values).
+        ValueError: ``eps`` negative, ``n`` not an integer ``>= 1`` (concrete values), ``eps``
+            and ``n`` do not broadcast, or the sum would need more than 4 GiB of work arrays
+            (12 arrays of ``size(eps)`` times the power of two above ``n/2`` floats: ``n`` up
+            to ~6.7e7 for one float64 ``eps``).
         TypeError: ``n`` is traced.
     """
     if _is_traced(n):
@@ -523,8 +606,17 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     _check_range(eps, "eps")
     _check_count(n)
     n_np = np.asarray(n)
+    shape = _checks.check_broadcast("eps, n", jnp.shape(eps), n_np.shape)
     k_lo = int(n_np.min()) // 2 + 1
     terms = 1 << max(3, (int(n_np.max()) - k_lo).bit_length())  # >= count, bucketed: few compiles
+    # XLA's temporaries are ~11 arrays of shape + (terms,) (measured with memory_analysis)
+    itemsize = jnp.dtype(jnp.result_type(eps, float)).itemsize
+    _check_work_size(
+        12 * math.prod(shape) * terms * itemsize,
+        f"n={int(n_np.max())}: the binomial sum over ~n/2 terms (for each of "
+        f"{math.prod(shape)} eps)",
+        "use max_tv_eps_dp_chernoff_bound(eps, n) for a closed-form upper bound at any n",
+    )
     return _max_tv_eps_dp(eps, n_np, k_lo, terms=terms)
 
 
@@ -538,9 +630,13 @@ def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int)
     valid = (2 * k > n) & (k <= n)
     ks = jnp.where(valid, k, n)  # k = n is always a valid term
     m = 2 * ks - n
-    log_terms = (
-        _binom_log_pmf(ks, n, e) + jnp.log(m) + jnp.log(sp.psi(m * jnp.where(jnp.isinf(e), 1.0, e)))
-    )
+    # m psi(m eps) = (1 - e^{-m eps})/eps <= n multiplies exp(log pmf) directly: added in log
+    # space, log m and log psi (each up to ~log n) cost ~log(n) ulp (float32 1.2e-6 at n = 5000)
+    weight = m * sp.psi(m * jnp.where(jnp.isinf(e), 1.0, e))
+    terms = jnp.exp(_binom_log_pmf(ks, n, e)) * weight
     # terms <= n: no overflow; the eps factor is outside, so no underflow that matters
-    tv = eps * jnp.sum(jnp.where(valid, jnp.exp(log_terms), 0.0), axis=-1)
+    total = jnp.sum(jnp.where(valid, terms, 0.0), axis=-1)
+    # subnormal eps: eps * total is flushed to 0; add it from the exactly rescaled bits
+    sub, scaled = _unflushed(eps)
+    tv = eps * total + jnp.where(sub, scaled * total * 2.0 ** -_subnormal_scale(eps.dtype), 0.0)
     return jnp.where(jnp.isinf(eps), 1.0, jnp.minimum(tv, 1.0))  # rounding can give 1 + ulp

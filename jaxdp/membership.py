@@ -32,7 +32,7 @@ from jaxdp._checks import (
     check_unit_interval,
     is_concrete,
 )
-from jaxdp.conversions import max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
+from jaxdp.conversions import _check_work_size, max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
 
 __all__ = [
     "LaplaceAdvantage",
@@ -100,8 +100,9 @@ def _check_n(n) -> int:
 
 
 def _check_nonnegative(name: str, x) -> None:
+    """``x`` must be a real array (the conversion raises ``TypeError`` naming ``name``)."""
     if is_concrete(x):
-        v = np.asarray(jax.device_get(x))
+        v = np.asarray(jax.device_get(as_inexact(x, names=(name,))[0]))
         if np.isnan(v).any():
             raise ValueError(f"{name} contains NaN")
         if (v < 0).any():
@@ -170,10 +171,6 @@ def _gauss_bernstein(n: int, nodes: int):
     order = 2 * nodes - n + 1
     log_cheb = math.log(8.0) + order * np.log(length[:, 0] / 4.0) - math.lgamma(order + 1)
     return sigma, weight, basis, log_cheb
-
-
-#: Largest static table :func:`best_advantage_laplace` builds (bytes).
-_MAX_TABLE_BYTES = 4 * 2**30
 
 
 @functools.partial(jax.jit, static_argnums=(1, 2))
@@ -320,7 +317,10 @@ def best_advantage_laplace(
       smaller;
 
     capped by the a-priori interval :math:`1 - e^{-\varepsilon/2} \le \mathrm{Adv}_n \le 1`
-    (length :math:`e^{-\varepsilon/2}`), into which the value is also clipped. Above
+    (length :math:`e^{-\varepsilon/2}`, rounded up), into which the value is also clipped,
+    with the lower end rounded *up* to a float (``n >= 2``; round-to-nearest could put it half
+    an ulp below the interval: float32 ``eps = 34.64``, ``n = 10`` gave 0.99999994 with a
+    real error of 6e-8 against a bound of 3e-8; now 1.0). Above
     :math:`\varepsilon = 2\log(2/u) + 2` (77 in float64, 36 in float32) that interval is
     below the unit roundoff and the recursion, whose intermediate numbers grow like
     :math:`e^{\varepsilon}`, is not run at the given :math:`\varepsilon`.
@@ -359,33 +359,43 @@ def best_advantage_laplace(
         raise ValueError(f"quadrature_nodes must be an int >= {min_nodes} for n={n}, got {nodes}")
     # the static table of ceil(n/2) * Q * n floats (~n^3/4): refuse before it exhausts memory
     # (n = 1e5 was killed by the OOM killer) instead of during compilation
-    table_bytes = min_nodes * nodes * n * 8
-    if table_bytes > _MAX_TABLE_BYTES:
-        raise ValueError(
-            f"n={n}: the exact n-fold Laplace recursion needs a {table_bytes / 2**30:.3g} GiB "
-            f"table (~n^3/4 floats; limit {_MAX_TABLE_BYTES / 2**30:g} GiB, n <= ~1000); use "
-            "membership_bounds(epsilon, n) for bounds at any n"
-        )
-    _check_nonnegative("epsilon", epsilon)
-    check_positive("sensitivity", sensitivity)
-    eps, s = as_inexact(epsilon, sensitivity)
+    _check_work_size(
+        min_nodes * nodes * n * 8,
+        f"n={n}: the exact n-fold Laplace recursion's table (~n^3/4 floats, n <= ~1000)",
+        "use membership_bounds(epsilon, n) for bounds at any n",
+    )
+    eps, s = as_inexact(epsilon, sensitivity, names=("epsilon", "sensitivity"))
+    _check_nonnegative("epsilon", eps)
+    check_positive("sensitivity", s)
     eps = jnp.broadcast_to(eps, check_broadcast("epsilon, sensitivity", eps.shape, s.shape))
     dtype = eps.dtype
     bad = jnp.isnan(eps) | (eps < 0)
     # A priori: Adv_1 = 1 - e^{-eps/2} <= Adv_n <= 1. Above `cap` that interval is shorter
     # than the unit roundoff, so the recursion (whose intermediate numbers grow like e^eps)
     # is run at `cap` and the answer is the interval.
-    cap = 2.0 * math.log(2.0 / float(jnp.finfo(dtype).eps)) + 2.0
+    ulp1 = float(jnp.finfo(dtype).eps)  # 2u
+    cap = 2.0 * math.log(2.0 / ulp1) + 2.0
     eps_ok = jnp.where(bad, 0.0, jnp.minimum(eps, cap))
+    gap = jnp.exp(-0.5 * eps)  # the interval length, to ~1 ulp
     lower = -jnp.expm1(-0.5 * eps)
     if n == 1:
         value = -jnp.expm1(-0.5 * eps_ok)
-        bound = 2.0 * float(jnp.finfo(dtype).eps) * value
+        bound = 2.0 * ulp1 * value
     else:
         value, bound = _laplace_tv_dp(eps_ok, n, nodes)
+        # The rounded lower end can lie up to 1/2 ulp below 1 - e^{-eps/2}: then clipping
+        # to it gave a value below the interval, farther than `gap` from the truth (float32
+        # eps = 34.64, n = 10: 0.99999994, error 6e-8 > gap 3e-8). Round it up instead: for
+        # gap <= 1/2, 1 - lower is exact and compared with gap less a margin for the
+        # rounding of exp (rounding up once too often is harmless: still in the interval).
+        below = (gap <= 0.5) & (1.0 - lower > gap * (1.0 - 2.0 * ulp1))
+        low = jax.lax.stop_gradient(lower)  # (nextafter has no derivative rule)
+        up = jnp.nextafter(low, jnp.ones_like(low)) - low  # (exact)
+        lower = lower + jnp.where(below, up, 0.0)
     # (where, not clip: at a tie the gradient must be the recursion's own)
     value = jnp.where(value < lower, lower, jnp.where(value > 1.0, 1.0, value))
-    bound = jnp.minimum(bound, jnp.exp(-0.5 * eps))
+    # the value and the truth both lie in [1 - e^{-eps/2}, 1]; gap rounded up
+    bound = jnp.minimum(bound, gap * (1.0 + 2.0 * ulp1))
     value = jnp.where(bad, jnp.nan, value)
     return LaplaceAdvantage(value, jnp.where(bad, jnp.nan, bound))
 
@@ -418,9 +428,9 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
         The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``.
     """
     n = _check_n(n)
-    check_positive("sigma", sigma)
-    check_positive("sensitivity", sensitivity)
-    sig, s = as_inexact(sigma, sensitivity)
+    sig, s = as_inexact(sigma, sensitivity, names=("sigma", "sensitivity"))
+    check_positive("sigma", sig)
+    check_positive("sensitivity", s)
     check_broadcast("sigma, sensitivity", sig.shape, s.shape)
     z = math.sqrt(n) * s / (2.0 * math.sqrt(2.0) * sig)
     small = z < 1.0
@@ -455,8 +465,8 @@ def best_advantage_randomized_response(epsilon, n: int = 1):
         The advantage, shape of ``epsilon``.
     """
     n = _check_n(n)
-    _check_nonnegative("epsilon", epsilon)
-    (eps,) = as_inexact(epsilon)
+    (eps,) = as_inexact(epsilon, names=("epsilon",))
+    _check_nonnegative("epsilon", eps)
     return max_tv_eps_dp(eps, n)
 
 
@@ -496,9 +506,9 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
         :class:`MembershipBounds`, every field of shape ``broadcast(epsilon, delta)``.
     """
     n = _check_n(n)
-    _check_nonnegative("epsilon", epsilon)
-    check_unit_interval("delta", delta)
-    eps, dlt = as_inexact(epsilon, delta)
+    eps, dlt = as_inexact(epsilon, delta, names=("epsilon", "delta"))
+    _check_nonnegative("epsilon", eps)
+    check_unit_interval("delta", dlt)
     shape = check_broadcast("epsilon, delta", eps.shape, dlt.shape)
     eps = jnp.broadcast_to(eps, shape)
     budget = n * eps

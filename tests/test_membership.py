@@ -228,6 +228,34 @@ def test_laplace_float32():
         assert np.all(np.abs(r32.value - r64.value) <= r32.error_bound)
 
 
+# eps where the value was clipped to a float below 1 - e^{-eps/2} before the fix (some of
+# each list, in lap()'s width-8 batch: the recursion's rounding depends on the batch)
+BELOW_LOWER_END = {
+    (jnp.float32, 3): [32.275345, 33.41677, 33.65707, 33.867332, 34.220276, 34.475594, 34.603252],
+    (jnp.float32, 50): [30.052567, 31.314142, 32.22278, 33.446808, 33.844807, 34.235294, 34.636593],
+    (jnp.float64, 3): [70.89305816135085, 70.96060037523452, 71.39587242026266, 72.14634146341463],
+    (jnp.float64, 50): [69.63454317897371, 72.15769712140175, 73.68961201501877, 74.84605757196496],
+}
+
+
+@pytest.mark.parametrize(("dtype", "n"), list(BELOW_LOWER_END))
+def test_laplace_value_stays_in_the_exact_a_priori_interval(dtype, n):
+    # Regression (QA21 A2): the value was clipped into [fl(1 - e^{-eps/2}), 1], whose rounded
+    # lower end can lie 1/2 ulp below the exact one, and the error bound is capped at the
+    # interval length: float32 eps = 34.636593, n = 10 gave 0.99999994 (below the exact
+    # 0.99999996989) with error bound 3.0e-8 and real error 6e-8 (float64: 1.0).
+    eps = np.array(BELOW_LOWER_END[dtype, n], dtype)
+    r = lap(eps, n, dtype=dtype)
+    with mp.workdps(DPS):
+        for e, v in zip(eps, r.value, strict=True):
+            assert mp.mpf(float(v)) >= -mp.expm1(-mp.mpf(float(e)) / 2) and v <= 1
+    if dtype == jnp.float32:  # float64 is exact to its bound (< 1e-13 here)
+        r64 = lap(eps, n)
+        assert np.all(np.abs(r.value - r64.value) <= r.error_bound + r64.error_bound)
+    else:  # both ends of the interval are within 2 ulp: the bound is its length
+        np.testing.assert_allclose(r.error_bound, np.exp(-eps / 2), rtol=1e-15)
+
+
 def test_laplace_edges_and_validation():
     r = lap([0.0, 1e4, np.inf], 3)
     np.testing.assert_array_equal(r.value, [0.0, 1.0, 1.0])
@@ -359,6 +387,26 @@ def test_jit_equals_eager_and_float32():
     # under jit, value checks are skipped: negative epsilon gives NaN (documented policy)
     bad = jax.jit(lambda e: mb.best_advantage_laplace(e, 3))(-eps)
     assert np.all(np.isnan(bad.value)) and np.all(np.isnan(bad.error_bound))
+
+
+@pytest.mark.parametrize(
+    ("call", "arg"),
+    [
+        (lambda x: mb.best_advantage_laplace(x, 2), "epsilon"),
+        (lambda x: mb.best_advantage_laplace(1.0, 2, sensitivity=x), "sensitivity"),
+        (mb.best_advantage_gaussian, "sigma"),
+        (lambda x: mb.best_advantage_gaussian(1.0, sensitivity=x), "sensitivity"),
+        (mb.best_advantage_randomized_response, "epsilon"),
+        (mb.membership_bounds, "epsilon"),
+        (lambda x: mb.membership_bounds(1.0, delta=x), "delta"),
+    ],
+)
+def test_wrong_types_name_the_argument(call, arg):
+    # Regression (QA21 B5): the value check ran before the conversion and raised numpy's
+    # "ufunc 'isnan' not supported for the input types" without the argument's name.
+    for bad in ("a", None, 1j):
+        with pytest.raises(TypeError, match=rf"^{arg} must be (a )?real"):
+            call(bad)
 
 
 def test_argument_ranges_of_the_bounds():

@@ -16,6 +16,7 @@ import mpmath as mp
 import numpy as np
 import pytest
 
+import jaxdp
 from jaxdp import conversions, paper
 
 DPS = 50
@@ -168,9 +169,36 @@ def test_single_argument_formulas_match_mpmath(name):
 def test_objectives_match_mpmath(name, ref):
     e, a = EPS[:, None], np.array(ALPHAS)[None, :]
     expected = _mp_grid(ref, e, a)
+    f = getattr(paper, name)
     if name == "eq32":  # log(0) - log(0): undefined at alpha = 0, NaN on both sides
         assert np.all(np.isnan(expected[:, 0]))
-    assert_close(ev(getattr(paper, name), e, a), expected)
+        f = jax.jit(f)  # (eagerly alpha = 0 raises, see test_bad_input_names_the_argument)
+    assert_close(ev(f, e, a), expected)
+
+
+def test_eq32_float32_next_to_its_zero_crossing():
+    # Regression (QA21 A3): log(alpha) - log(2 sinh(eps alpha)) subtracted two logs of size
+    # |log alpha| (float32 absolute error 1.2e-6 at eps = 0.5163229, alpha = 1e-6).
+    e = np.concatenate([np.linspace(0.45, 0.55, 19), [0.5163229, 0.49044833]])
+    e = e.astype(np.float32).astype(float)[:, None]
+    a = np.array([1e-6, 1e-3, 0.5], np.float32).astype(float)[None, :]
+    err = np.abs(ev(paper.eq32, e, a, dtype=np.float32) - _mp_grid(m32, e, a))
+    assert err.max() < 1e-7  # measured 4.5e-8 (documented: absolute 3e-7 here)
+
+
+def test_limits_at_infinite_and_zero_arguments():
+    # Regression (QA21 B7): these were NaN (inf - inf, 0 * inf as written).
+    for dtype in (np.float64, np.float32):
+        np.testing.assert_array_equal(ev(paper.eq43, [np.inf, 0.0], dtype=dtype), [-1.0, np.inf])
+        ub1 = ev(paper.fig2_ub1, [0.0, 1e12, np.inf], dtype=dtype)  # (1e12: alpha + 1 cancelled)
+        assert ub1[0] == np.inf
+        ref = _mp_grid(lambda e: m31(e, m43(e)), 1e12)  # -> -1 - log(3/2) as eps -> inf
+        assert_close(ub1[1:], [ref, -1 - math.log(1.5)], rtol=RTOL if dtype == np.float64 else 3e-7)
+        assert ev(paper.eq43, [1e30], dtype=dtype)[0] == pytest.approx(-1.0, abs=1e-12)
+        np.testing.assert_array_equal(
+            ev(paper.eq32, [0.0, np.inf, 1.0], [0.5, 0.5, np.inf], dtype=dtype),
+            [np.inf, -np.inf, -np.inf],
+        )
 
 
 def test_broadcasting_shapes():
@@ -363,6 +391,30 @@ def test_eq34_matches_mpmath_and_is_the_exact_laplace_kl():
             assert abs(v - float(kl)) < 1e-12 * float(kl)
 
 
+def test_eq34_has_no_cancellation_for_extreme_theta():
+    # Regression (QA21 A1): x - log1p(x) at x = (1 - theta)/theta ~ -1 lost theta ulp
+    # (float32 2e-5 at theta = 1e4, inf from 1e8; float64 inf from 1e16).
+    for dtype, span, rtol in [(np.float64, 300, RTOL), (np.float32, 37, 1.5e-6)]:
+        th = np.concatenate([np.logspace(-span, span, 16), [0.88, 1.2, 10 / 9, 1e4, 1e8]])
+        th = th.astype(dtype).astype(float)  # the exact inputs
+        d = np.array([0.0, 1e-3, 3.0], dtype)[:, None].astype(float)
+        expected = _mp_grid(m34, d, 1.0, th)
+        finite = expected < np.finfo(dtype).max  # (40 / 1e-37 overflows float32)
+        actual = ev(paper.eq34, d, 1.0, th, dtype=dtype)
+        assert_close(actual[finite], expected[finite], rtol=rtol, atol=0)
+        limit = ev(paper.eq34, [1.0, 0.0, np.inf], 1.0, np.inf, dtype=dtype)  # theta = inf
+        np.testing.assert_array_equal(limit, np.inf)
+
+
+def test_eq34_equals_kl_for_extreme_theta():
+    for dtype, span in [(np.float64, 300), (np.float32, 37)]:
+        th = np.logspace(-span, span, 7).astype(dtype)
+        zero = np.zeros(7, dtype)
+        kl = jaxdp.kl(jaxdp.Laplace(zero, dtype(1)), jaxdp.Laplace(zero + dtype(2), th))
+        rtol = RTOL if dtype == np.float64 else 3e-6  # (the float32 KL solve: 1.1e-6)
+        assert_close(ev(paper.eq34, 2.0, 1.0, th, dtype=dtype), np.asarray(kl, float), rtol=rtol)
+
+
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     d, b, th = SHIFTS[:, None, None], np.array([0.5, 2.0])[None, :, None], THETAS[None, None, :]
     assert_close(ev(paper.eq35, d, b, th), _mp_grid(m35, d, b, th), atol=0)
@@ -474,6 +526,22 @@ def test_float32(name):
 def test_bad_input_names_the_argument(call, arg):
     with pytest.raises(ValueError, match=rf"^{arg} "):
         call()
+
+
+@pytest.mark.parametrize("name", ["eq30", "eq31", "eq32", "fig2_kl_cuff"])
+def test_bad_alpha_names_the_argument(name):
+    # Regression (QA21 B8): a string alpha raised JAX's own "Error interpreting argument",
+    # and eq32 returned NaN for alpha <= 0, outside its documented domain alpha > 0.
+    f = getattr(paper, name)
+    for bad in ["a", None, 1j]:
+        with pytest.raises(TypeError, match=r"^alpha must be real"):
+            f(0.5, bad)
+    with pytest.raises(ValueError, match=r"^alpha contains NaN"):
+        f(0.5, np.nan)
+    if name == "eq32":
+        for bad in [-0.5, 0.0]:
+            with pytest.raises(ValueError, match=r"^alpha must be > 0"):
+                f(1.0, bad)
 
 
 def test_no_value_checks_under_tracing():
