@@ -649,12 +649,15 @@ def section_paper(n_eps: int) -> dict:
 # --------------------------------------------------------------------------- quadrature
 
 
-def section_quadrature(levels, R=None, *, float32_levels=None, families=None) -> dict:
+def section_quadrature(
+    levels, R=None, *, float32_levels=None, plain_levels=None, families=None
+) -> dict:
     """Quadrature ``log C_a`` at each level against closed forms (and mpmath for the mixed
     pair), for both rules of the path: ``jd.log_bc``'s (the plain rule's pieces also end at
     the integrand's peaks; every dtype) and the plain rule that the Chernoff solver and the
-    divergences evaluate (float64). One jitted call per (level, rule, dtype) evaluates every
-    pair (under ``vmap``); each row counts the nodes per pair of both rules."""
+    divergences evaluate (float64; at ``plain_levels`` if given, every level otherwise). One
+    jitted call per (level, rule, dtype) evaluates every pair (under ``vmap``); each row
+    counts the nodes per pair of both rules."""
     import jax
     import jax.numpy as jnp
 
@@ -749,7 +752,10 @@ def section_quadrature(levels, R=None, *, float32_levels=None, families=None) ->
             # the rule of jd.log_bc (pieces also end at the integrand's peaks) in every
             # dtype; the plain rule of the chernoff solver (jd.chernoff, jd.kl ...) in float64
             for peaks, key in ((True, "{}_{}"), (False, "plain_{}_{}")):
-                if not peaks and dtype is not np.float64:
+                if not peaks and (
+                    dtype is not np.float64
+                    or (plain_levels is not None and level not in plain_levels)
+                ):
                     continue
                 got = jax.device_get(quad_fn(level, peaks, arrays, jnp.asarray(alphas, dtype)))
                 for family in pairs:
@@ -1068,9 +1074,9 @@ def main(argv=None) -> int:
         if f not in FAMILIES:
             ap.error(f"unknown family {f!r}; choose from {', '.join(FAMILIES)}")
     global PAD
-    if args.tiny:
-        from jaxdp.kernels.quadrature import DEFAULT_LEVEL
+    from jaxdp.kernels.quadrature import DEFAULT_LEVEL
 
+    if args.tiny:
         n_eps, n_random, levels, f32_levels, PAD = 40, 2, (DEFAULT_LEVEL,), (), 512
     elif args.quick:
         n_eps, n_random, levels, f32_levels, PAD = 120, 4, (3, 4, 5), (4,), 2048
@@ -1102,7 +1108,12 @@ def main(argv=None) -> int:
     if "quadrature" in sections:
         t = time.perf_counter()
         res["quadrature"] = section_quadrature(
-            levels, R, float32_levels=f32_levels, families=families
+            levels,
+            R,
+            float32_levels=f32_levels,
+            # (quick: each rule and level is a compile of its own, ~9 s here)
+            plain_levels=None if not (args.quick or args.tiny) else (DEFAULT_LEVEL,),
+            families=families,
         )
         timings["quadrature"] = time.perf_counter() - t
     if "tv" in sections and R is not None:

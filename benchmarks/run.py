@@ -449,7 +449,7 @@ def summarize(out: Path, args, steps, wall: float) -> str:
             md.append("\n## Quadrature path vs closed forms (max rel error of log C_a)\n\n")
             # jd.log_bc's rule (pieces also end at the integrand's peaks), then the plain
             # rule of jd.chernoff and the divergences (the plain_ columns)
-            keys = [k for k in quad["rows"][0] if k.endswith("float64")]
+            keys = list(dict.fromkeys(k for r in quad["rows"] for k in r if k.endswith("float64")))
             rows = [
                 [
                     r["level"],
