@@ -175,12 +175,11 @@ def _check_key(key) -> None:
     """A PRNG key: a typed key array (``jax.random.key``) or a raw ``uint32`` key of shape
     ``(2,)`` (``jax.random.PRNGKey``); JAX's own errors for anything else come from deep
     inside ``random.split`` and name no argument."""
-    if isinstance(key, jax.Array | np.ndarray) or hasattr(key, "dtype"):
-        dtype = getattr(key, "dtype", None)
-        if jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-            return
-        if dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,):
-            return
+    dtype = getattr(key, "dtype", None)
+    if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
+        return
+    if dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,):
+        return
     raise TypeError(
         "key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
         f"got {key!r}"
