@@ -104,14 +104,16 @@ def check_positive(name: str, x) -> None:
             raise ValueError(f"{name} must be positive and finite, got {v[bad].flat[0]}")
 
 
-def check_nonnegative(name: str, x) -> None:
+def check_nonnegative(name: str, x, *, finite: bool = True) -> None:
+    """``x >= 0`` (and finite, unless ``finite=False``) where concrete; NaN is refused."""
     if is_concrete(x):
         v = _values(x)
         if np.isnan(v).any():
             raise ValueError(f"{name} contains NaN")
-        bad = ~(np.isfinite(v) & (v >= 0))
+        bad = (v < 0) | (~np.isfinite(v) if finite else False)
         if bad.any():
-            raise ValueError(f"{name} must be non-negative and finite, got {v[bad].flat[0]}")
+            what = "non-negative and finite" if finite else "non-negative"
+            raise ValueError(f"{name} must be {what}, got {v[bad].flat[0]}")
 
 
 def check_normal(name: str, x) -> None:

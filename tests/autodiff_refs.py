@@ -17,7 +17,7 @@ def autodiff3(P, Q, a):
 
     # one nest of jvps whose primal outputs carry the lower orders: tracing f, d1, d2 and
     # d3 on their own traced (and compiled) 15 copies of log_bc's code against 8 (discrete
-    # Laplace: 10.5 -> 7.9 s of compile, the same bits)
+    # Laplace: 10.5 -> 7.9 s of compile, ad hoc timing, the same bits)
     ones = jnp.ones_like(a)
     g1 = lambda t: jax.jvp(f, (t,), (ones,))  # noqa: E731
     g2 = lambda t: jax.jvp(g1, (t,), (ones,))  # noqa: E731
