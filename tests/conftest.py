@@ -2,6 +2,8 @@
 
 import os
 import shutil
+import subprocess
+import sys
 import tempfile
 
 import jax
@@ -27,8 +29,36 @@ settings.load_profile("jaxdp")
 _RUN_CACHE = "JAXDP_TEST_RUN_XLA_CACHE"
 
 
+# The suite compiles ~2700 programs and spends ~70% of its time in XLA:CPU, most of it in the
+# MLIR fusion emitters. XLA's older elemental emitters compile the same programs ~40% faster
+# (whole suite on 2 cores: 555 -> 342 s) and run them 2-3.5x slower, which tests on a few
+# pairs never notice; users get the default emitters (what jaxdp is tuned and benchmarked
+# with). tests/test_default_emitters.py checks that both give the same numbers on every
+# solver path. JAXDP_TEST_DEFAULT_EMITTERS=1 runs the suite with the default emitters.
+FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+
+
+def _use_fast_compile_flag() -> None:
+    flags = os.environ.get("XLA_FLAGS", "")
+    if os.environ.get("JAXDP_TEST_DEFAULT_EMITTERS") or "xla_cpu_use_fusion_emitters" in flags:
+        return
+    flags = f"{flags} {FAST_COMPILE_FLAG}".strip()
+    # XLA aborts the process on a flag it does not know (a jaxlib without the option): try it
+    # in a subprocess first. The workers inherit the variable; JAX reads it when it starts a
+    # backend, which no test has done yet.
+    probe = subprocess.run(
+        [sys.executable, "-c", "import jax.numpy as jnp; jnp.zeros(1).block_until_ready()"],
+        env={**os.environ, "XLA_FLAGS": flags, "JAX_PLATFORMS": "cpu"},
+        capture_output=True,
+        timeout=300,
+    )
+    if probe.returncode == 0:
+        os.environ["XLA_FLAGS"] = flags
+
+
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controlling process (or a run without -n)
+        _use_fast_compile_flag()
         config._jaxdp_run_cache = os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="jaxdp-xla-")
     path = os.environ.get(_RUN_CACHE)  # (a worker on another host has none: no cache)
     if path:

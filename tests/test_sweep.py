@@ -79,7 +79,8 @@ def _env(devices: int, cache: Path, delay: float = 0.0) -> dict[str, str]:
     env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
     root = str(Path(jd.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)
-    env["XLA_FLAGS"] = f"--xla_force_host_platform_device_count={devices}"
+    flags = f"{env.get('XLA_FLAGS', '')} --xla_force_host_platform_device_count={devices}"
+    env["XLA_FLAGS"] = flags.strip()
     env["JAX_PLATFORMS"] = "cpu"
     env.pop("JAXDP_SWEEP_TEST_DELAY", None)
     if delay:
