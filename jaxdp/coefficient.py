@@ -165,21 +165,26 @@ def check_pair(P: Distribution, Q: Distribution, *extra_shapes, extra_name="alph
         _checks.check_broadcast(f"P, Q, {extra_name}", P.batch_shape, Q.batch_shape, *extra_shapes)
 
 
-def raw_log_bc(P, Q, alpha, *, unit=False):
+def raw_log_bc(P, Q, alpha, *, unit=False, solver=False):
     """``log C_alpha`` without validation (kernels; also ``alpha > 1`` for Rényi).
 
     ``unit=True`` promises ``alpha`` in [0, 1]: a kernel's ``log_bc_unit`` is then used where
-    it has one (the same values, without the branch for Rényi orders above 1; on the
-    quadrature path, the rule without the integrand's peaks as breakpoints).
+    it has one (the same values, without the branch for Rényi orders above 1). With
+    ``solver=True`` as well, its ``log_bc_solver`` (the quadrature path: the rule without the
+    integrand's peaks as breakpoints, see ``jaxdp.chernoff``).
     """
     if isinstance(P, Product):
         P, Q = group_product(P, Q)
         total = 0.0
         for (p, n), q in zip(P._items(), Q.components, strict=True):
-            total = total + n * raw_log_bc(p, q, alpha, unit=unit)
+            total = total + n * raw_log_bc(p, q, alpha, unit=unit, solver=solver)
         return total
     kernel = kernel_for(P, Q)
-    fn = getattr(kernel, "log_bc_unit", kernel.log_bc) if unit else kernel.log_bc
+    fn = kernel.log_bc
+    if unit:
+        fn = getattr(kernel, "log_bc_unit", fn)
+        if solver:
+            fn = getattr(kernel, "log_bc_solver", fn)
     return fn(*standardize(P, Q), alpha)
 
 

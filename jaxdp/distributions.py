@@ -416,6 +416,16 @@ class Density(Distribution):
     def _quad_scale(self):
         return self.scale
 
+    def _with_breakpoints(self, extra) -> Density:
+        """This density with ``extra`` (``batch + (k,)``) added to its breakpoints (the
+        quadrature rule only: they change no value)."""
+        new = object.__new__(type(self))
+        new._set(**{f: getattr(self, f) for f in (*self._meta_fields, *self._data_fields)})
+        batch = tuple(np.broadcast_shapes(self.breakpoints.shape[:-1], extra.shape[:-1]))
+        bp = [jnp.broadcast_to(v, batch + v.shape[-1:]) for v in (self.breakpoints, extra)]
+        new._set(breakpoints=jnp.concatenate(bp, -1).astype(self.breakpoints.dtype))
+        return new
+
 
 class Product(Distribution):
     r"""Independent composition :math:`P_1 \otimes \dots \otimes P_m`.
