@@ -804,15 +804,14 @@ def _peak_points(P, Q, a):
     """
     if isinstance(P, Product):
         return tuple(_peak_points(p, q, a) for p, q in zip(P.components, Q.components, strict=True))
-    if kernel_for(P, Q) is not quadrature or not (isinstance(P, Density) or isinstance(Q, Density)):
-        return None
-    return True if a is None else quadrature.peak_points(P, Q, a)
+    return quadrature.peak_points(P, Q, a) if _solved_twice(P, Q) else None
 
 
-def _any_points(points) -> bool:
-    if isinstance(points, tuple):
-        return any(_any_points(x) for x in points)
-    return points is not None
+def _solved_twice(P, Q) -> bool:
+    """Whether the pair, or a component of a product, is solved again (:func:`_peak_points`)."""
+    if isinstance(P, Product):
+        return any(_solved_twice(p, q) for p, q in zip(P.components, Q.components, strict=True))
+    return kernel_for(P, Q) is quadrature and (isinstance(P, Density) or isinstance(Q, Density))
 
 
 def _with_points(P, Q, points):
@@ -842,12 +841,12 @@ def _chernoff(P, Q, method, max_steps):
     if swap is not None:  # solved as (Q, P), whose optimum is 1 - alpha*, f' negated
         Ps, Qs = _mirror(swap, Ps, Qs)
     res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
-    if method == "newton" and swap is None and _any_points(_peak_points(Ps, Qs, None)):
+    if method == "newton" and swap is None and _solved_twice(Ps, Qs):
         # Solved again from that answer on the pair with the integrand's peaks there as
         # breakpoints, and differentiated on that rule (see _peak_points). Ad hoc, 1000
-        # Laplace vs Gaussian-Density pairs on one core: the first call 2.75 -> 5.4 s, then
-        # 194 -> 432 us/pair. (Both solves on the second rule in a loop of two trips, so
-        # that XLA compiles one solver: 4.1 s, but 704 us/pair.)
+        # Laplace vs Gaussian-Density pairs on one core: the first call 2.75 -> 5.4-5.7 s,
+        # then 194 -> 370-430 us/pair. (Both solves on the second rule in a loop of two
+        # trips, so that XLA compiles one solver: 4.1 s, but 704 us/pair.)
         points = _peak_points(Ps, Qs, res.alpha)
         (Ps, Qs), (P, Q) = _with_points(Ps, Qs, points), _with_points(P, Q, points)
         again = _newton(Ps, Qs, shape, dtype, max_steps, start=res.alpha)
