@@ -186,7 +186,19 @@ def _log_masses(probs):
     """``log(probs)``, with tangent 0 (not ``0 * inf = nan``, which no mask downstream removes
     from second derivatives) at zero masses: a double ``where`` keeps 0 away from the log.
     Zero is read from the bits, as :func:`jaxdp._fastmath.log` reads subnormal masses
-    (float64 on CPU, where ``jnp.log`` sees them flushed to zero): 5e-324 is log 5e-324."""
+    (float64 on CPU, where ``jnp.log`` sees them flushed to zero): 5e-324 is log 5e-324.
+
+    Concrete masses (a categorical built eagerly) are logged by numpy instead, in float64
+    (correctly rounded nearly always; :func:`jaxdp._fastmath.log` is within 1 ulp), with
+    no derivative to keep: eagerly, the jnp version ran ~30 single-op XLA programs, each
+    compiled for every new shape (~1 s to build a categorical of a new shape)."""
+    if _checks.is_concrete(probs):
+        v = np.asarray(probs)
+        with np.errstate(divide="ignore"):
+            out = jnp.asarray(np.log(v.astype(np.float64)).astype(v.dtype))
+        if isinstance(probs, jax.Array) and probs.committed:
+            out = jax.device_put(out, probs.sharding)
+        return out
     uint = {2: jnp.uint16, 4: jnp.uint32, 8: jnp.uint64}[probs.dtype.itemsize]
     zero = (lax.bitcast_convert_type(probs, uint) << 1) == 0  # +0.0 or -0.0
     return jnp.where(zero, -jnp.inf, fm.log(jnp.where(zero, 1.0, probs)))

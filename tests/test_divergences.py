@@ -529,6 +529,30 @@ def test_categorical_subnormal_probabilities():
     np.testing.assert_allclose(jd.chernoff(P, Q).information, want, rtol=1e-14)
 
 
+def test_categorical_built_eagerly_compiles_nothing_of_its_own():
+    # Its log-masses were taken by ~30 single-op XLA programs, each compiled for every new
+    # shape (~1 s per categorical of a new shape); now by numpy, in float64
+    compiles = []
+
+    def listen(event, duration, **kwargs):
+        if event == "/jax/core/compile/backend_compile_duration":
+            compiles.append(kwargs.get("fun_name"))
+
+    jax.monitoring.register_event_duration_secs_listener(listen)
+    try:
+        rng = np.random.default_rng(3)
+        for dtype in (np.float64, np.float32):
+            p = rng.dirichlet(np.ones(13), size=(3, 2)).astype(dtype)
+            P = jd.Categorical(p)
+            with np.errstate(divide="ignore"):
+                want = np.log(p.astype(np.float64)).astype(dtype)  # correctly rounded here
+            np.testing.assert_array_equal(np.asarray(P.log_probs), want)
+            assert P.log_probs.dtype == dtype
+    finally:  # (older JAX cannot unregister: the listener then only fills a dead list)
+        getattr(jax.monitoring, "unregister_event_duration_listener", lambda f: None)(listen)
+    assert len(compiles) <= 2, compiles  # (moving each array to the device: one each)
+
+
 def test_product_divergences():
     P = jd.Product.iid(jd.Categorical(jnp.array([0.7, 0.3])), 3)
     Q = jd.Product.iid(jd.Categorical(jnp.array([0.3, 0.7])), 3)
