@@ -171,7 +171,7 @@ class _Solve(NamedTuple):
     iterations: jax.Array
 
 
-def _newton(P, Q, shape, dtype, max_steps, start=None):
+def _newton(P, Q, shape, dtype, max_steps, start=None, locate=False):
     r"""Safeguarded Newton (Halley where the kernel supplies a third derivative) on
     :math:`f'`, from the kernel's initial guess, in one loop.
 
@@ -190,6 +190,10 @@ def _newton(P, Q, shape, dtype, max_steps, start=None):
     value needs its own ``log1p`` and series, that is ~25% of the run time in float64).
     Other kernels evaluate :math:`f'` and :math:`f''` at the small step by one more trip,
     and only the value after the loop.
+
+    ``start``: the starting point instead of the kernel's guess (an earlier solve's answer).
+    ``locate``: the optimum only, for a second solve to refine: no end-point tests and no
+    value (``nan``) for kernels without a one-pass ``value_derivs``.
     """
     eps = jnp.finfo(dtype).eps
     consts = _setup(P, Q)
@@ -197,7 +201,10 @@ def _newton(P, Q, shape, dtype, max_steps, start=None):
     consts = unpack(packed)
     halley = _has_third(P, Q)
     tol = 0.1 * (eps ** (1 / 3) if halley else jnp.sqrt(eps))
-    d0, d1 = _endpoints(P, Q, consts, shape, dtype)
+    if locate:  # (no end-point tests: the loop's bisection finds an optimum there too)
+        d0 = d1 = jnp.zeros(shape, dtype)
+    else:
+        d0, d1 = _endpoints(P, Q, consts, shape, dtype)
     # f = -log C, so f' = -d log C/da: optimum at 0 if f'(0) < 0, at 1 if f'(1) > 0.
     at0 = -d0 < 0
     at1 = -d1 > 0
@@ -362,7 +369,9 @@ def _newton(P, Q, shape, dtype, max_steps, start=None):
             g, h = -d1, -d2
         else:
             # stored: each output kernel reads it, and would otherwise recompute it
-            value = raw_log_bc(P, Q, alpha, unit=True, solver=True)
+            value = jnp.full(shape, jnp.nan, dtype)
+            if not locate:
+                value = raw_log_bc(P, Q, alpha, unit=True, solver=True)
             (value,), (g, h) = sp.stored(alpha, value), carried
         done = status < 0
         evals = jnp.where(done, -1.0 - status, jnp.floor(status))
@@ -840,17 +849,20 @@ def _chernoff(P, Q, method, max_steps):
     swap = _swap_mask(Ps, Qs)
     if swap is not None:  # solved as (Q, P), whose optimum is 1 - alpha*, f' negated
         Ps, Qs = _mirror(swap, Ps, Qs)
-    res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
     if method == "newton" and swap is None and _solved_twice(Ps, Qs):
-        # Solved again from that answer on the pair with the integrand's peaks there as
-        # breakpoints, and differentiated on that rule (see _peak_points). Ad hoc, 1000
-        # Laplace vs Gaussian-Density pairs on one core: the first call 2.75 -> 5.4-5.7 s,
-        # then 194 -> 370-430 us/pair. (Both solves on the second rule in a loop of two
-        # trips, so that XLA compiles one solver: 4.1 s, but 704 us/pair.)
+        # Located on the plain rule (no value, no end-point tests), then solved again from
+        # there on the pair with the integrand's peaks at that point as breakpoints, and
+        # differentiated on that rule (see _peak_points). Ad hoc, 1000 Laplace vs
+        # Gaussian-Density pairs on one core: the first call 2.75 -> 3.7 s, then 194 -> 346
+        # us/pair (two full solves: 5.4 s, ~400 us/pair; both on the second rule, in a loop
+        # of two trips that XLA compiles once: 4.1 s, 704 us/pair).
+        res = _newton(Ps, Qs, shape, dtype, max_steps, locate=True)
         points = _peak_points(Ps, Qs, res.alpha)
         (Ps, Qs), (P, Q) = _with_points(Ps, Qs, points), _with_points(P, Q, points)
         again = _newton(Ps, Qs, shape, dtype, max_steps, start=res.alpha)
         res = again._replace(iterations=res.iterations + again.iterations)
+    else:
+        res = _METHODS[method](Ps, Qs, shape, dtype, max_steps)
     if swap is not None:
         res = res._replace(
             alpha=jnp.where(swap, 1.0 - res.alpha, res.alpha),
