@@ -1,4 +1,4 @@
-"""Rényi divergences of heavy-tailed densities on the quadrature path.
+"""Rényi divergences and KL of heavy-tailed densities on the quadrature path.
 
 ``p^a q^(1-a)`` of a Cauchy ``p`` against a Student-t(3) ``q`` decays like ``|x|^-(4 - 2a)``:
 for orders ``a >= 3/2`` the integral diverges, below it converges slowly (``a = 1.45``:
@@ -6,7 +6,8 @@ for orders ``a >= 3/2`` the integral diverges, below it converges slowly (``a = 
 finite (3.67 and 17.3 at 1.5 and 1.75), and 1.4 and 1.45 were 3.8e-3 and 4.5e-2 off: the
 tail beyond the last node was missing. References: mpmath at 40 digits, the tail mapped by
 ``x = z^-k`` (smooth in ``z``), two values of ``k`` agreeing; and the hand-derived Cauchy
-closed form ``D_2(Cauchy(0, g1) || Cauchy(0, g2)) = log((g1^2 + g2^2)/(2 g1 g2))``.
+closed form ``D_2(Cauchy(0, g1) || Cauchy(0, g2)) = log((g1^2 + g2^2)/(2 g1 g2))``. KL of a
+t(nu) against a Laplace has the same slowly decaying tails (``p log(p/q) ~ |x|^-nu``).
 """
 
 import math
