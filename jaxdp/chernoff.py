@@ -369,8 +369,9 @@ def _newton(P, Q, shape, dtype, max_steps, start=None, locate=False):
             g, h = -d1, -d2
         else:
             # stored: each output kernel reads it, and would otherwise recompute it
-            value = jnp.full(shape, jnp.nan, dtype)
-            if not locate:
+            if locate:
+                value = jnp.full(shape, jnp.nan, dtype)
+            else:
                 value = raw_log_bc(P, Q, alpha, unit=True, solver=True)
             (value,), (g, h) = sp.stored(alpha, value), carried
         done = status < 0

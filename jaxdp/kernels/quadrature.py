@@ -515,9 +515,8 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
         lp, lq = _log_probs_at(P, Q, x, lw, live_point)
         # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
         # density vanishes: 0 * inf)
-        terms = jnp.where(
-            lw > -jnp.inf, jnp.exp(lw) * cat.kl_terms(lp, lq, normalized=normalized), 0.0
-        )
+        phi = cat.kl_terms(lp, lq, normalized=normalized)
+        terms = jnp.where(lw > -jnp.inf, jnp.exp(lw) * phi, 0.0)
         out = out + jnp.sum(terms, axis=-1)
         if tail:
             # A convergent tail's contributions fall off at the outermost nodes (~1e12
@@ -528,7 +527,7 @@ def kl(P, Q, *, level=DEFAULT_LEVEL):
             diverges = diverges | ((last >= prev) & (last > 0))
             # a power-law tail that converges slowly: the rest beyond the last node, as for
             # log_bc (KL(t(1.2) || Laplace), integrand ~ x^-1.2, was 5.3e-3 short)
-            phi = cat.kl_terms(lp[..., -2:], lq[..., -2:], normalized=normalized)
+            phi = phi[..., -2:]
             positive = (phi[..., 0] > 0) & (phi[..., 1] > 0) & (lw[..., -1] > -jnp.inf)
             log_phi = fm.log(jnp.where(positive[..., None], phi, 1.0))
             end = jnp.where(positive, log_phi[..., 1], -jnp.inf)
