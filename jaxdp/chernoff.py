@@ -704,7 +704,7 @@ def chernoff(
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     check_pair(P, Q)
-    return _chernoff_dispatch(P, Q, method, max_steps)
+    return _chernoff_dispatch(P, Q, method, max_steps, _closes_over_traced(P, Q))
 
 
 #: On CPU, large batches of scalar-parameter pairs are solved in chunks of this many pairs
@@ -729,8 +729,90 @@ def _scalar_leaves(d) -> bool:
     return isinstance(d, Laplace | Gaussian | DiscreteLaplace)
 
 
-@_jit.jit(static_argnums=(2, 3))
-def _chernoff_dispatch(P, Q, method, max_steps):
+def _densities(d) -> list:
+    if isinstance(d, Product):
+        return [x for c in d.components for x in _densities(c)]
+    return [d] if isinstance(d, Density) else []
+
+
+def _closes_over_traced(P, Q) -> bool:
+    """Whether a :class:`~jaxdp.Density` of the pair has a log-density that closes over a
+    traced value (``Density(lambda x: log_p(x, theta))`` under ``jax.grad`` in ``theta``)
+    instead of taking it as ``params`` (see :func:`_closure_terms`)."""
+    return any(d._closed_over() for d in _densities(P) + _densities(Q))
+
+
+class _Frozen:
+    """A log-density with the traced values it closes over held fixed (``stop_gradient``),
+    found anew at each call's shapes by ``jax.closure_convert``: the solver then carries no
+    derivatives through its loops, as with ``params`` (:func:`_closure_terms` adds them).
+    Equal when the wrapped functions are (``jit`` caches)."""
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, x, *params):
+        converted, consts = jax.closure_convert(self.fn, x, *params)
+        return converted(x, *params, *lax.stop_gradient(consts))
+
+    def __eq__(self, other):
+        return isinstance(other, _Frozen) and other.fn == self.fn
+
+    def __hash__(self):
+        return hash((_Frozen, self.fn))
+
+
+def _frozen(d):
+    """``d`` with each Density's log-density a :class:`_Frozen` one."""
+    if isinstance(d, Product):
+        return Product._of([_frozen(c) for c in d.components], d.counts)
+    if not isinstance(d, Density):
+        return d
+    new = object.__new__(Density)
+    new._set(**{f: getattr(d, f) for f in (*d._meta_fields, *d._data_fields)})
+    new._set(log_prob_fn=_Frozen(d.log_prob_fn))
+    return new
+
+
+def _closure_terms(res, P, Q):
+    r"""The derivatives of ``res``, solved for ``stop_gradient((P, Q))``, in every value the
+    pair depends on: its leaves and what a Density's log-density closes over.
+
+    The custom rules of :func:`_chernoff` differentiate the pytree leaves of ``P`` and ``Q``
+    only; a value a log-density closes over (``Density(lambda x: log_p(x, theta))``) got a
+    derivative of 0 from them, silently, and JAX could not differentiate the rules when
+    leaves and closed-over values varied together. Here the terms are added as
+    ``t - stop_gradient(t)``, which is 0 (the values are unchanged) with the derivative of
+    ``t``: for :math:`\alpha^*`, ``t = -f'(\alpha^*)/f''`` with :math:`f''` held fixed
+    (the implicit function theorem, :math:`d\alpha^*/d\theta = -\partial_\theta f'/f''`),
+    and for the information, ``t = -log C`` at that differentiable :math:`\alpha^*` (the
+    envelope theorem at first order, as :math:`f'(\alpha^*) = 0`; exact second
+    derivatives too, since :math:`\partial_\alpha \partial_\theta \log C + f''
+    d\alpha^*/d\theta = 0`). The price: one more evaluation of :math:`f', f''` and of
+    ``log C`` at the optimum.
+    """
+    P, Q = group_product(P, Q)
+    a_star = lax.stop_gradient(res.alpha)
+    if _solved_twice(P, Q):  # the rule the solver differentiates on (see _chernoff)
+        P, Q = _with_points(P, Q, _peak_points(*lax.stop_gradient((P, Q)), a_star))
+    d1, d2 = _grad2(P, Q, _setup(P, Q), a_star)
+    d2 = lax.stop_gradient(d2)
+    safe = (a_star > 0) & (a_star < 1) & (d2 != 0) & jnp.isfinite(d2)
+    shift = -d1 / jnp.where(safe, d2, 1.0)
+    alpha = a_star + jnp.where(safe, shift - lax.stop_gradient(shift), 0.0)
+    log_c = raw_log_bc(P, Q, alpha, unit=True, solver=True)
+    term = jnp.where(jnp.isfinite(log_c), log_c - lax.stop_gradient(log_c), 0.0)
+    return res._replace(
+        information=res.information - term.astype(res.information.dtype),
+        alpha=alpha.astype(res.alpha.dtype),
+    )
+
+
+@_jit.jit(static_argnums=(2, 3, 4))
+def _chernoff_dispatch(P, Q, method, max_steps, closure=False):
+    if closure:  # (Density pairs are never solved in chunks: see below)
+        frozen = lax.stop_gradient((_frozen(P), _frozen(Q)))
+        return _closure_terms(_chernoff_dispatch(*frozen, method, max_steps), P, Q)
     shape = tuple(jnp.broadcast_shapes(P.batch_shape, Q.batch_shape))
     size = math.prod(shape)
     if size == 0:  # an empty batch: nothing to solve (the solver reduces over the batch)

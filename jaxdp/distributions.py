@@ -283,7 +283,10 @@ class Density(Distribution):
         the normalised log-density, elementwise in ``x`` (``-inf`` outside the support).
         ``x`` has shape ``batch_shape + (n,)`` and every ``params`` leaf is passed with a
         trailing axis of length 1 added, so elementwise code broadcasts.
-      params: optional pytree of arrays (differentiable; leading axes are a batch).
+      params: optional pytree of arrays (differentiable; leading axes are a batch). Values
+        ``log_prob`` closes over are differentiable too (``jax.grad`` of
+        ``chernoff(Density(lambda x: log_p(x, theta)), Q)`` in ``theta``); a batch of
+        densities in one ``Density`` takes its batch from ``params``.
       lower, upper: support bounds (Python floats; may be infinite).
       breakpoints: kinks or other points where the integrand is not smooth (a sequence of
         floats or arrays broadcastable to the batch); they split the quadrature.
@@ -382,9 +385,9 @@ class Density(Distribution):
 
     def _check_log_prob(self):
         """Evaluate ``log_prob`` at ``centre`` and ``centre -+ scale`` (those strictly inside
-        the support; concrete parameters only) and reject ``nan``: the quadrature reads a
-        ``nan`` as a zero density (see the class doc), so a broken ``log_prob`` would
-        otherwise give finite, wrong numbers."""
+        the support; concrete parameters and closure only) and reject ``nan``: the
+        quadrature reads a ``nan`` as a zero density (see the class doc), so a broken
+        ``log_prob`` would otherwise give finite, wrong numbers."""
         if not _checks.is_concrete(self.params, self.centre, self.scale):
             return
         offsets = jnp.asarray([-1.0, 0.0, 1.0], self.dtype)
@@ -393,7 +396,10 @@ class Density(Distribution):
         inside = np.asarray((x > self.lower) & (x < self.upper))
         if not inside.any():
             return
-        bad = np.isnan(np.asarray(self.log_prob(x))) & inside
+        value = self.log_prob(x)
+        if not _checks.is_concrete(value):  # it closes over a traced value: cannot check
+            return
+        bad = np.isnan(np.asarray(value)) & inside
         if bad.any():
             raise ValueError(
                 f"Density: log_prob returned nan at x = {np.asarray(x)[bad].flat[0]:.6g}, inside "
@@ -415,6 +421,16 @@ class Density(Distribution):
             return self.log_prob_fn(x)
         params = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], self.params)
         return self.log_prob_fn(x, params)
+
+    def _closed_over(self) -> list:
+        """The traced values (under ``jit`` or a derivative) that ``log_prob`` reads without
+        taking them as ``params``: ``jax.closure_convert``'s hoisted constants, from one
+        trace of ``log_prob`` at the batch shape. Empty for concrete closures."""
+        x = jnp.zeros(self.batch_shape + (1,), self.dtype)
+        if self.params is None:
+            return jax.closure_convert(self.log_prob_fn, x)[1]
+        params = jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], self.params)
+        return jax.closure_convert(self.log_prob_fn, x, params)[1]
 
     def _quad_points(self):
         return jnp.concatenate(

@@ -387,8 +387,16 @@ def _tail_rest(end, prev, lw_last, log_scale, level, tol, unit=0.0):
     s = jnp.where(use, slope / du, 2.0)
     lh = ((1.0 - s) * du_dt + tanh_t) * h  # L h
     small = jnp.abs(lh) < 1e-3
-    safe = jnp.where(small, 1.0, lh)
-    excess = jnp.where(small, 0.5 + lh / 12.0, -1.0 / jnp.expm1(-safe) - 1.0 / safe)
+    # beyond |L h| = 40 the excess is its limit to rounding (e^-40 ~ 4e-18); computed there
+    # as the formula, it was right but its derivative nan (expm1 overflowing in it: a
+    # Gaussian-tailed integrand has s ~ 1e25 at the last node), and every gradient of a
+    # log_bc off [0, 1] and of a Rényi divergence of a Density with it
+    big = jnp.abs(lh) > 40.0
+    safe = jnp.where(small | big, 1.0, lh)
+    limit = jnp.where(lh > 0, 1.0, 0.0) - 1.0 / jnp.where(big, lh, 1.0)
+    excess = jnp.where(
+        small, 0.5 + lh / 12.0, jnp.where(big, limit, -1.0 / jnp.expm1(-safe) - 1.0 / safe)
+    )
     rel = jnp.where(use, end - unit, -jnp.inf)
     rest = jnp.exp(rel + log_scale + u_last) / (s - 1.0) - jnp.exp(rel + lw_last) * excess
     return diverges, rest
