@@ -875,6 +875,45 @@ def test_non_numeric_arguments_raise_errors_that_name_them():
     jd.Density(lambda x: 0.0 * jnp.log(x) - x, lower=0.0)
 
 
+def _log_normal(x, m, s):
+    return -0.5 * ((x - m) / s) ** 2 - jnp.log(s) - 0.5 * math.log(2 * math.pi)
+
+
+def test_density_the_rule_does_not_integrate_to_one_is_rejected():
+    # Each gave wrong numbers silently before (the README's quadrature limits): N(30, 1)
+    # left at centre 0 integrates to 0.596 on its rule (Chernoff information against
+    # N(30.25, 1): 0.058 for 0.03125); N(0, 1e-6) at scale 1 to 1 + 5e-6; a Laplace with its
+    # kink at 1 and no breakpoint there to 1 + 2e-4; an unnormalised log_prob to 2.
+    bad = [
+        (lambda: jd.Density(lambda x: _log_normal(x, 30.0, 1.0)), r"to 0\.596"),
+        (lambda: jd.Density(lambda x: _log_normal(x, 0.0, 1e-6)), r"to 1\.00000"),
+        (lambda: jd.Density(lambda x: -jnp.abs(x - 1.0) - math.log(2.0)), r"to 1\.000"),
+        (lambda: jd.Density(lambda x: _log_normal(x, 0.0, 1.0) + math.log(2.0)), r"to 2, not 1"),
+        (  # a batch: the worst element is named
+            lambda: jd.Density(
+                lambda x, m: _log_normal(x, m, 1.0), params=jnp.asarray([0.0, 30.0, 1.0])
+            ),
+            r"to 0\.596.*\(batch index \(1,\)\)",
+        ),
+    ]
+    for make, where in bad:
+        with pytest.raises(
+            ValueError, match=rf"^Density: the quadrature rule integrates exp\(log_prob\) {where}"
+        ):
+            make()
+    # the same densities, described to the rule, are accepted
+    jd.Density(lambda x: _log_normal(x, 30.0, 1.0), centre=30.0)
+    jd.Density(lambda x: _log_normal(x, 0.0, 1e-6), scale=1e-6)
+    jd.Density(lambda x: -jnp.abs(x - 1.0) - math.log(2.0), breakpoints=[1.0])
+    jd.Density(
+        lambda x, m: _log_normal(x, m, 1.0),
+        params=jnp.asarray([0.0, 30.0]),
+        centre=jnp.asarray([0.0, 30.0]),
+    )
+    # under jit the parameters are traced: no check (nothing to evaluate)
+    jax.jit(lambda m: jd.Density(lambda x, m: _log_normal(x, m, 1.0), params=m).centre)(30.0)
+
+
 @pytest.mark.parametrize(
     "make, good, bad",
     [

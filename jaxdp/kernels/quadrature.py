@@ -482,6 +482,15 @@ def _singular_ends(x, xs, piece_ends, lw, expo, bounds):
     return out
 
 
+@jax.jit
+def log_mass(D):
+    """The log of the integral of ``exp(D.log_prob)`` on ``D``'s own rule (batch-shaped): 0
+    to rounding where the rule resolves a normalised density (``Density._check_mass``)."""
+    x, lw, _ = _nodes(D, D, DEFAULT_LEVEL)
+    lp = _at_nodes(D, x)
+    return logsumexp(lw + jnp.where(jnp.isnan(lp), -jnp.inf, lp), axis=-1)
+
+
 def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
     """:func:`log_bc` for ``a`` in [0, 1] (:func:`jaxdp.log_bc`, the Bhattacharyya and
     Hellinger distances). For pairs with a :class:`~jaxdp.Density`, with the integrand's peak
