@@ -93,3 +93,15 @@ def test_product_with_a_far_density_component():
     assert bool(r.converged)
     assert _rel(r.information, want.information) < 1e-13, (r, want)  # measured 2.2e-16
     assert abs(float(r.alpha - want.alpha)) < 1e-12, (r, want)
+
+
+def test_optax_method_far_apart():
+    # method="optax" solved on the plain rule only: 5.5e-5 (d = 100) and 4.2e-4 (d = 300)
+    # off, a* 8.4e-4 and 2.3e-3 off, reported converged. It solves again with the peaks
+    # as breakpoints too (measured: 0 and <= 2e-15).
+    d = jnp.asarray([100.0, 300.0])
+    P = jd.Gaussian(0.0, 1.0)
+    r = jd.chernoff(P, _normal_density(d, jnp.ones(2)), method="optax")
+    assert np.all(np.asarray(r.converged)), r
+    assert _rel(r.information, d * d / 8).max() < 1e-13, r.information
+    assert np.abs(np.asarray(r.alpha) - 0.5).max() < 1e-10, r.alpha
