@@ -616,9 +616,10 @@ def _moving_crossings(P, Q, cross):
     :math:`c' = -\partial_\theta g / \partial_x g`), as ``c + (t - stop_gradient(t))``
     with ``t = -g(c)/stop_gradient(g_x(c))``: the same values. Held fixed, they made
     :func:`tv`'s second derivatives wrong (Laplace vs Gaussian: d2/dmu2 -0.235 for -0.103;
-    first derivatives right). Unused slots (``P``'s own point) and crossings where
-    :math:`g_x` is 0 or not finite stay fixed."""
+    first derivatives right). Unused slots (``P``'s own point, where :math:`g` is not 0)
+    and crossings where :math:`g_x` is 0 or not finite stay fixed."""
     c = lax.stop_gradient(cross)
+    scale = jnp.minimum(P._quad_scale(), Q._quad_scale())[..., None]
 
     def gap(x):
         lp, lq = _log_probs_at(P, Q, x)
@@ -626,7 +627,10 @@ def _moving_crossings(P, Q, cross):
 
     g = gap(c)
     slope = lax.stop_gradient(jax.jvp(gap, (c,), (jnp.ones_like(c),))[1])
-    ok = (slope != 0) & jnp.isfinite(slope) & jnp.isfinite(lax.stop_gradient(g))
+    g_ = lax.stop_gradient(g)
+    ok = (slope != 0) & jnp.isfinite(slope) & jnp.isfinite(g_)
+    # a root: bisected to the floats' spacing, |g / g_x| is its distance from the crossing
+    ok = ok & (jnp.abs(g_) <= 1e-8 * jnp.abs(slope) * (jnp.abs(c) + scale))
     t = -jnp.where(ok, g, 0.0) / jnp.where(ok, slope, 1.0)
     return c + (t - lax.stop_gradient(t))
 
@@ -639,7 +643,7 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     vanishes at a crossing, so moving it changes the integral only at second order
     (Leibniz rule), but that order is the Hessian's: the crossings move with the parameters
     (:func:`_moving_crossings`)."""
-    cross = _moving_crossings(P, Q, lax.stop_gradient(_crossings(P, Q, level)))
+    cross = _moving_crossings(P, Q, _crossings(P, Q, level))
     same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
     out = 0.0
     xs, lws = _node_groups(P, Q, level, cross, bulk=True)
