@@ -743,8 +743,24 @@ def _densities(d) -> list:
 def _closes_over_traced(P, Q) -> bool:
     """Whether a :class:`~jaxdp.Density` of the pair has a log-density that closes over a
     traced value (``Density(lambda x: log_p(x, theta))`` under ``jax.grad`` in ``theta``)
-    instead of taking it as ``params`` (see :func:`_closure_terms`)."""
-    return any(d._closed_over() for d in _densities(P) + _densities(Q))
+    instead of taking it as ``params`` (see :func:`_closure_terms`). Not traced at all
+    outside every transformation (a closure cannot hold a live tracer there): the test
+    traces ``log_prob``, 0.3 ms of a 0.7 ms eager call of a Density pair."""
+    densities = _densities(P) + _densities(Q)
+    if not densities or not _tracing():
+        return False
+    return any(d._closed_over() for d in densities)
+
+
+def _tracing() -> bool:
+    """Whether a JAX transformation is being traced (JAX has no public test for it; if
+    the private one moves, every call is taken as traced, which is only slower)."""
+    try:
+        from jax._src import core
+
+        return not core.trace_state_clean()
+    except Exception:  # pragma: no cover
+        return True
 
 
 class _Frozen:
