@@ -364,7 +364,10 @@ def allocate_budget(
         separates the gain of the unequal split from that of the exact constraint.
 
     Returns:
-      :class:`AllocationResult`.
+      :class:`AllocationResult`. Not differentiable in the budget, sensitivities or
+      weights (unfinished: that needs the implicit derivative of the KKT system): under
+      ``jax.grad`` its ``chernoff`` field has derivative 0 (it is 1 in the budget) and the
+      other fields raise JAX's while-loop error.
 
     Raises:
       ValueError: non-positive or non-finite budget, sensitivities or weights, mismatched
