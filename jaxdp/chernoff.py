@@ -789,10 +789,7 @@ def _frozen(d):
         return Product._of([_frozen(c) for c in d.components], d.counts)
     if not isinstance(d, Density):
         return d
-    new = object.__new__(Density)
-    new._set(**{f: getattr(d, f) for f in (*d._meta_fields, *d._data_fields)})
-    new._set(log_prob_fn=_Frozen(d.log_prob_fn))
-    return new
+    return d._with(log_prob_fn=_Frozen(d.log_prob_fn))
 
 
 def _closure_terms(res, P, Q):
@@ -814,7 +811,7 @@ def _closure_terms(res, P, Q):
     """
     P, Q = group_product(P, Q)
     a_star = lax.stop_gradient(res.alpha)
-    if _solved_twice(P, Q):  # the rule the solver differentiates on (see _chernoff)
+    if _solved_twice(P, Q):  # with the integrand's peak as a breakpoint, as _chernoff
         P, Q = _with_points(P, Q, _peak_points(*lax.stop_gradient((P, Q)), a_star))
     d1, d2 = _grad2(P, Q, _setup(P, Q), a_star)
     d2 = lax.stop_gradient(d2)

@@ -257,9 +257,13 @@ def _log_probs_at(P, Q, x, lw=None, live_point=None):
     :class:`~jaxdp.Density`)."""
     if live_point is not None:
         x = jnp.where(lw > -jnp.inf, x, live_point)
-    lp = _at_nodes(P, x)
-    lq = _at_nodes(Q, x)
-    return jnp.where(jnp.isnan(lp), -jnp.inf, lp), jnp.where(jnp.isnan(lq), -jnp.inf, lq)
+    return _log_prob_at(P, x), _log_prob_at(Q, x)
+
+
+def _log_prob_at(D, x):
+    """``D``'s log-density at ``x`` (:func:`_at_nodes`), a ``nan`` read as a zero density."""
+    lp = _at_nodes(D, x)
+    return jnp.where(jnp.isnan(lp), -jnp.inf, lp)
 
 
 def _live_point(P, Q, xs, lws):
@@ -497,8 +501,7 @@ def log_mass(D):
     """The log of the integral of ``exp(D.log_prob)`` on ``D``'s own rule (batch-shaped): 0
     to rounding where the rule resolves a normalised density (``Density._check_mass``)."""
     x, lw, _ = _nodes(D, D, DEFAULT_LEVEL)
-    lp = _at_nodes(D, x)
-    return logsumexp(lw + jnp.where(jnp.isnan(lp), -jnp.inf, lp), axis=-1)
+    return logsumexp(lw + _log_prob_at(D, x), axis=-1)
 
 
 def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
