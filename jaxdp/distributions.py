@@ -137,6 +137,34 @@ class _LocScale(Distribution):
     def _quad_scale(self):
         return self.scale
 
+    @classmethod
+    def _log_prob_of(cls, x, params):
+        """``log_prob`` at ``x`` of the distribution with ``params = (loc, scale)``: the
+        ``log_prob_fn`` of :meth:`_as_density` (one function per class, so that its pytree
+        structure, and what JAX caches on it, is the same for every instance)."""
+        d = object.__new__(cls)
+        d._set(loc=params[0], scale=params[1])
+        return d.log_prob(x)
+
+    def _as_density(self, breakpoints) -> Density:
+        """This distribution as a :class:`Density` (same ``log_prob``, differentiable in
+        ``(loc, scale)``, centre ``loc``) with ``breakpoints`` (``batch + (k,)``) splitting
+        its rule, without the constructor's checks: for the quadrature path's second solve
+        (``jaxdp.chernoff``), which adds the integrand's peak to the rule. Continuous
+        families only."""
+        new = object.__new__(Density)
+        batch = tuple(np.broadcast_shapes(self.batch_shape, breakpoints.shape[:-1]))
+        new._set(
+            params=(self.loc, self.scale),
+            breakpoints=jnp.broadcast_to(breakpoints, batch + breakpoints.shape[-1:]),
+            centre=self.loc,
+            scale=self.scale,
+            log_prob_fn=self._log_prob_of,
+            lower=self.lower,
+            upper=self.upper,
+        )
+        return new
+
 
 class Laplace(_LocScale):
     r"""Laplace distribution, density :math:`\frac{1}{2b} e^{-|x-\mu|/b}`.

@@ -105,3 +105,35 @@ def test_optax_method_far_apart():
     assert np.all(np.asarray(r.converged)), r
     assert _rel(r.information, d * d / 8).max() < 1e-13, r.information
     assert np.abs(np.asarray(r.alpha) - 0.5).max() < 1e-10, r.alpha
+
+
+def test_built_in_laplace_vs_gaussian_far_apart():
+    # Built-in pairs were solved, and jd.log_bc evaluated, on the plain rule only, whose
+    # nodes miss the integrand's peak once the centres are ~1000 Laplace scales apart: all
+    # reported converged, the information was 2.2e-7 (b, s, d = 1, 1, 5000), 5.6e-5
+    # (0.1, 1, 1000), 9.3e-6 (1, 10, 5000) and 4.6e-5 (0.1, 1, 1e5) off, log C_a up to 6.7e-5.
+    # Now both put the peak at a breakpoint, as for a Density. Reference: the erfc closed form
+    # (references.mp_reference) at 40 digits.
+    from mpmath import mp
+    from references import mp_reference as R
+
+    b = np.asarray([1.0, 0.1, 1.0, 1.0, 0.1])
+    s = np.asarray([1.0, 1.0, 10.0, 1.0, 1.0])
+    d = np.asarray([5000.0, 1000.0, 5000.0, 1e5, 1e5])
+    P, Q = jd.Laplace(0.0, b), jd.Gaussian(d, s)
+    r = jd.chernoff(P, Q)
+    a = np.asarray([0.5, 0.9, 0.99])[:, None]
+    got_bc = np.asarray(jd.log_bc(P, Q, a))
+    with mp.workdps(40):
+        pairs = [(R.Laplace(0, bi), R.Gaussian(di, si)) for bi, si, di in zip(b, s, d, strict=True)]
+        want = [
+            R.chernoff(p, q, guess=mp.mpf(float(x)))
+            for (p, q), x in zip(pairs, r.alpha, strict=True)
+        ]
+        want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
+    assert np.all(np.asarray(r.converged)), r
+    # measured: <= 7e-13 (rounding of log q ~ 1e9 nats out at 1e5 Laplace scales)
+    assert _rel(r.information, [float(w.information) for w in want]).max() < 2e-12, r
+    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-7, r.alpha
+    # measured: <= 5.1e-12 (at a = 1/2 and d = 1e5), <= 2e-13 elsewhere
+    assert _rel(got_bc, want_bc).max() < 2e-11, got_bc
