@@ -196,6 +196,10 @@ def _edge_cases():
         "Laplace-Gaussian": [
             ("same centre, same scale", (0.0, 1.0, 0.0, 1.0)),
             ("huge shift (30 scales)", (0.0, 1.0, 30.0, 1.0)),
+            # (the plain quadrature rule missed the integrand's peak from ~1000 Laplace
+            # scales apart: 2.2e-7 and 5.6e-5 off before ff0ae60, certified)
+            ("huge shift (5000 scales)", (0.0, 1.0, 5000.0, 1.0)),
+            ("huge shift (1e4 Laplace scales, Gaussian 10x wider)", (0.0, 0.1, 1000.0, 1.0)),
             ("wide Gaussian (ratio 100)", (0.0, 1.0, 0.0, 100.0)),
             ("narrow Gaussian (ratio 1e-2)", (0.0, 1.0, 0.5, 1e-2)),
         ],

@@ -936,14 +936,24 @@ def _refined(P, Q, a):
     return _with_points(P, Q, _peak_points(*lax.stop_gradient((P, Q)), a))
 
 
+def _componentwise(fn, P, Q, *per_component):
+    """``fn(p, q, *items)`` on each component pair of the products ``P``, ``Q`` (with the
+    matching items of ``per_component``), the resulting pairs put back together as
+    products."""
+    pairs = [
+        fn(p, q, *items)
+        for p, q, *items in zip(P.components, Q.components, *per_component, strict=True)
+    ]
+    return (
+        Product._of([p for p, _ in pairs], P.counts),
+        Product._of([q for _, q in pairs], Q.counts),
+    )
+
+
 def _standardized_mixed(P, Q):
     """Built-in Laplace-vs-Gaussian pairs (also as components of a product) standardized."""
     if isinstance(P, Product):
-        pairs = [_standardized_mixed(p, q) for p, q in zip(P.components, Q.components, strict=True)]
-        return (
-            Product._of([p for p, _ in pairs], P.counts),
-            Product._of([q for _, q in pairs], Q.counts),
-        )
+        return _componentwise(_standardized_mixed, P, Q)
     return standardize(P, Q) if quadrature._laplace_gaussian(P, Q) else (P, Q)
 
 
@@ -951,14 +961,7 @@ def _with_points(P, Q, points):
     """``(P, Q)`` with ``points`` (:func:`_peak_points`) among a Density's breakpoints (or
     a built-in ``Q``'s, as a Density)."""
     if isinstance(P, Product):
-        pairs = [
-            _with_points(p, q, x)
-            for p, q, x in zip(P.components, Q.components, points, strict=True)
-        ]
-        return (
-            Product._of([p for p, _ in pairs], P.counts),
-            Product._of([q for _, q in pairs], Q.counts),
-        )
+        return _componentwise(_with_points, P, Q, points)
     if points is None:
         return P, Q
     if isinstance(Q, Density):

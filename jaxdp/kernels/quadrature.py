@@ -561,8 +561,9 @@ def log_bc_solver(P, Q, a, *, level=DEFAULT_LEVEL):
 
 
 def peak_points(P, Q, a, *, level=DEFAULT_LEVEL):
-    """The integrand's peaks at ``a`` (:func:`_peaks`, shape ``batch + (MAX_PEAKS,)``),
-    as breakpoints: no gradient."""
+    """The integrand's peaks at ``a`` in [0, 1] (:func:`_peaks`: shape ``batch +
+    (MAX_PEAKS,)``, or ``batch + (1,)`` for a built-in Laplace and Gaussian), as
+    breakpoints: no gradient."""
     return lax.stop_gradient(_peaks(P, Q, a, level, unit=True))
 
 
