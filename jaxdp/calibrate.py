@@ -11,7 +11,7 @@ for :math:`p`, for the ``n``-fold composition exactly (not by splitting the budg
 information and KL are exactly additive over i.i.d. products (the maximiser :math:`\alpha^*`
 is the same for every factor), so :math:`m_n = n\,m_1` for those two metrics; total variation
 of an ``n``-fold product is computed by the exact kernels of :mod:`jaxdp.membership` and
-:mod:`jaxdp.conversions` (Laplace, randomized response) or by the Gaussian identity
+:mod:`jaxdp.conversions` (Laplace, geometric, randomized response) or by the Gaussian identity
 :math:`\mathrm{TV}(\mathcal N(0,\sigma^2)^{\otimes n}, \mathcal N(\Delta,\sigma^2)^{\otimes n})
 = \mathrm{TV}(\mathcal N(0,\sigma^2), \mathcal N(\sqrt n\Delta,\sigma^2))`.
 
@@ -150,6 +150,8 @@ class _Spec:
 
     name: str
     fn: Callable | None = None
+    #: the largest sensitivity (geometric TV of compositions: the static size of the sum)
+    max_sensitivity: int = 1
 
     @property
     def direction(self) -> int:
@@ -227,11 +229,9 @@ def _tv_composed(spec: _Spec, n: int, p, s):
 
         return max_tv_eps_dp(p, n)
     if spec.name == "geometric":
-        raise NotImplementedError(
-            "metric='tv' with compositions > 1 is not available for 'geometric' (no exact "
-            "n-fold total variation kernel for the discrete Laplace pair); use "
-            "metric='chernoff' or 'kl', or compositions=1"
-        )
+        from jaxdp.membership import geometric_advantage
+
+        return geometric_advantage(p, s, n, spec.max_sensitivity)
     P, Q = spec.fn(p)
     return tv(Product.iid(P, n), Product.iid(Q, n))
 
@@ -528,9 +528,12 @@ def calibrate(
 
     Raises:
       ValueError: unknown mechanism or metric, bad ``compositions``/``max_steps``, negative
-        or NaN budgets, non-positive sensitivity (concrete values only).
-      NotImplementedError: ``metric="tv"`` with ``compositions > 1`` for ``"geometric"``
-        (no exact ``n``-fold TV kernel), or for a callable whose product has no TV kernel.
+        or NaN budgets, non-positive sensitivity (concrete values only); for
+        ``metric="tv"`` of ``"geometric"`` with ``compositions > 1``, an exact sum beyond
+        the size limits of :func:`jaxdp.best_advantage_geometric`.
+      TypeError: a traced ``sensitivity`` there (its largest value sizes that sum).
+      NotImplementedError: ``metric="tv"`` with ``compositions > 1`` for a callable whose
+        product has no TV kernel.
 
     Example:
       >>> r = calibrate("laplace", [0.1, 1.0], compositions=10)  # doctest: +SKIP
@@ -563,5 +566,15 @@ def calibrate(
             )
     _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
     if metric == "tv" and compositions > 1 and spec.name == "geometric":
-        _tv_composed(spec, compositions, None, None)  # raises NotImplementedError
+        # the exact n-fold sum's static size comes from the largest sensitivity
+        if not _checks.is_concrete(s):
+            raise TypeError(
+                "sensitivity must be concrete (not traced) for metric='tv' of 'geometric' "
+                "with compositions > 1: its largest value sets the size of the exact sum"
+            )
+        from jaxdp.membership import geometric_plan
+
+        shape = _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
+        dmax = geometric_plan(compositions, np.broadcast_to(np.asarray(s), shape), budget.dtype)
+        spec = dataclasses.replace(spec, max_sensitivity=dmax)
     return _calibrate_jit(spec, metric, int(compositions), max_steps, budget, s)

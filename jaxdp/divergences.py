@@ -153,7 +153,8 @@ def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
     paper's eq. (37)). Closed forms for Laplace, Gaussian, DiscreteLaplace and Categorical
     pairs; a Product of Categoricals is enumerated exactly (up to 2**20 joint outcomes); a
     Product with one component of count 1 reduces to that component. For n-fold products
-    of continuous mechanisms see :mod:`jaxdp.membership`.
+    of the Laplace, Gaussian, geometric and randomized-response mechanisms see
+    :mod:`jaxdp.membership`.
     """
     check_pair(P, Q)
     return _tv_jit(P, Q)

@@ -10,8 +10,8 @@ run on one of two neighbouring inputs is (paper eqs. (36)-(38))
 
 attained by the likelihood-ratio test :math:`A = \{p > q\}`. Under ``n``-fold composition
 the two output distributions are the products :math:`P^n` and :math:`Q^n`. This module gives
-that number exactly for the Laplace, Gaussian and binary randomized-response mechanisms, and
-sets it beside the paper's bounds (39)-(42).
+that number exactly for the Laplace, Gaussian, geometric and binary randomized-response
+mechanisms, and sets it beside the paper's bounds (39)-(42).
 """
 
 from __future__ import annotations
@@ -28,9 +28,11 @@ import numpy as np
 from jaxdp._checks import (
     as_inexact,
     check_broadcast,
+    check_integer,
     check_nonnegative,
     check_positive,
     check_unit_interval,
+    is_concrete,
 )
 from jaxdp.conversions import _check_work_size, max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
 
@@ -38,6 +40,7 @@ __all__ = [
     "LaplaceAdvantage",
     "MembershipBounds",
     "best_advantage_gaussian",
+    "best_advantage_geometric",
     "best_advantage_laplace",
     "best_advantage_randomized_response",
     "membership_bounds",
@@ -458,6 +461,166 @@ def best_advantage_randomized_response(epsilon, n: int = 1):
     (eps,) = as_inexact(epsilon, names=("epsilon",))
     check_nonnegative("epsilon", eps, finite=False)
     return max_tv_eps_dp(eps, n)
+
+
+# --------------------------------------------------------------------------------------------
+# Geometric (discrete Laplace): exact n-fold total variation
+# --------------------------------------------------------------------------------------------
+
+#: Refused above this many multiply-adds (``size(epsilon) * n * (max sensitivity + 1) *
+#: cells``): ~1e11 is minutes on one CPU core.
+_MAX_GEOMETRIC_WORK = 10**11
+
+
+def best_advantage_geometric(epsilon, n: int = 1, *, sensitivity=1):
+    r"""Exact best membership advantage against ``n`` releases of the geometric mechanism.
+
+    The geometric mechanism adds discrete Laplace noise of scale :math:`b = \Delta/\varepsilon`
+    to an integer query of sensitivity :math:`\Delta` (:func:`jaxdp.mechanisms.geometric`):
+
+    .. math::
+
+       \mathrm{Adv}_n = \mathrm{TV}\big(\mathrm{DLap}(0, b)^{\otimes n},
+       \mathrm{DLap}(\Delta, b)^{\otimes n}\big) = \mathbb{E}_P\big[(1 - e^{-L_n})_+\big].
+
+    **Method.** With :math:`t = 1/b = \varepsilon/\Delta` and :math:`r = e^{-t}`, one
+    release's privacy loss is :math:`\ell = t(|X - \Delta| - |X|) = t(\Delta - 2Z)`, a
+    function of :math:`Z = \mathrm{clip}(X, 0, \Delta)`, whose law under :math:`P` is
+    :math:`\Pr[Z = 0] = 1/(1 + r)`, :math:`\Pr[Z = j] = \tanh(t/2)\,r^j` for
+    :math:`0 < j < \Delta` and :math:`\Pr[Z = \Delta] = e^{-\varepsilon}/(1 + r)`. So
+    :math:`L_n = t(n\Delta - 2S_n)` with :math:`S_n = \sum_i Z_i`, and
+
+    .. math::
+
+       \mathrm{Adv}_n = \sum_{2s < n\Delta} \Pr[S_n = s]\,\big(1 - e^{-t(n\Delta - 2s)}\big).
+
+    The law of :math:`S_n` is the ``n``-fold convolution of that of :math:`Z`, carried out
+    directly on the cells :math:`s < n\Delta/2` (convolution only moves mass up, so the
+    cells above never feed back): every number is a sum of products of non-negative terms and
+    every term of the final sum is non-negative (``expm1``), so nothing cancels: tiny
+    advantages (:math:`\varepsilon \to 0`) keep full relative accuracy, and :math:`n\,
+    (\Delta + 1)` roundings bound the relative error. For :math:`\Delta = 1` the pair is
+    binary randomized response in disguise (:math:`\ell = \pm\varepsilon`), and the
+    binomial sum of :func:`best_advantage_randomized_response` is used (any ``n``). As
+    :math:`\Delta \to \infty` at fixed :math:`\varepsilon` the value tends to the Laplace
+    mechanism's (:func:`best_advantage_laplace`).
+
+    Measured (``tests/test_membership.py``): float64 within :math:`n(\Delta + 1)` units of
+    roundoff (at most 6e-16 relative) of a 60-digit mpmath evaluation that starts from the
+    pmfs (losses computed, tails summed by ``mp.nsum``), for :math:`\varepsilon` in
+    :math:`[10^{-8}, 40]`, ``n <= 5``, :math:`\Delta \le 6`; within 1e-13 of a direct
+    float64 sum of :math:`(p^{\otimes n} - q^{\otimes n})_+` over the product lattice
+    (``n <= 3``). float32 loses ~1e-7 per release, as the rounded law's mass compounds
+    (relative to float64 at the same inputs, 200 :math:`\varepsilon` in
+    :math:`[10^{-8}, 40]`, :math:`\Delta \in \{2, 3, 7\}`, ad hoc: 4.7e-7 for ``n <= 3``,
+    1.3e-6 at 10, 5.5e-6 at 50, 2.2e-5 at 200).
+
+    **Cost.** :math:`n(\Delta + 1)\lceil n\Delta/2\rceil` multiply-adds per
+    :math:`\varepsilon`; one core, ad hoc: ``n = 1000``, :math:`\Delta = 10`: 15 ms,
+    ``n = 3000``, :math:`\Delta = 30`: 0.9 s (after ~0.4 s of compilation). Refused above
+    1e11 multiply-adds in all, and above 4 GiB of arrays.
+
+    Args:
+        epsilon: :math:`\varepsilon = \Delta/b \ge 0`, any shape (may be traced).
+        n: number of independent releases (static Python int, ``>= 1``).
+        sensitivity: the integer sensitivity :math:`\Delta \ge 1`; concrete (its largest
+            value sets the static size of the computation); broadcasts with ``epsilon``.
+
+    Returns:
+        The advantage in [0, 1], shape ``broadcast(epsilon, sensitivity)``.
+        :math:`\varepsilon = 0` gives 0, :math:`\varepsilon = \infty` gives 1; negative or
+        NaN :math:`\varepsilon` gives NaN under ``jit`` (``ValueError`` eagerly).
+
+    Raises:
+        TypeError: ``sensitivity`` is traced, or ``n`` is not a Python int.
+        ValueError: ``epsilon`` negative or NaN (concrete), ``sensitivity`` not a positive
+            integer, shapes that do not broadcast, or work beyond the limits above.
+    """
+    n = _check_n(n)
+    if not is_concrete(sensitivity):
+        raise TypeError(
+            "sensitivity must be concrete (it sets the size of the computation), not traced"
+        )
+    eps, s = as_inexact(epsilon, sensitivity, names=("epsilon", "sensitivity"))
+    check_nonnegative("epsilon", eps, finite=False)
+    check_positive("sensitivity", s)
+    check_integer("sensitivity", s)
+    shape = check_broadcast("epsilon, sensitivity", eps.shape, s.shape)
+    # (numpy: under an outer jit, jnp would make even a constant sensitivity a tracer)
+    dmax = geometric_plan(n, np.broadcast_to(np.asarray(sensitivity), shape), eps.dtype)
+    eps = jnp.broadcast_to(eps, shape)
+    return geometric_advantage(eps, jnp.broadcast_to(s, shape), n, dmax)
+
+
+def geometric_plan(n: int, sensitivity, dtype) -> int:
+    """The largest of the concrete, positive integer ``sensitivity`` values (the static size
+    of :func:`geometric_advantage`'s computation; 1 for an empty batch), after refusing work
+    beyond the limits of :func:`best_advantage_geometric`."""
+    s = np.asarray(sensitivity)
+    dmax = int(s.max()) if s.size else 1
+    if dmax == 1:  # (the binomial sum checks its own size)
+        return dmax
+    cells = (n * dmax + 1) // 2
+    size = max(s.size, 1)
+    what = f"n={n}, sensitivity {dmax}: the exact n-fold geometric sum over ~n*sensitivity/2 cells"
+    hint = "use max_tv_chernoff(n * chernoff(P, Q)) for an upper bound at any n"
+    work = size * n * (dmax + 1) * cells
+    if work > _MAX_GEOMETRIC_WORK:
+        raise ValueError(
+            f"{what} needs {work:.3g} multiply-adds (limit {_MAX_GEOMETRIC_WORK:.0e}); {hint}"
+        )
+    _check_work_size(6 * size * (cells + dmax + 1) * jnp.dtype(dtype).itemsize, what, hint)
+    return dmax
+
+
+def geometric_advantage(eps, sensitivity, n: int, dmax: int):
+    """:func:`best_advantage_geometric` without checks: ``eps`` and ``sensitivity`` (integer
+    values ``<= dmax``, from :func:`geometric_plan`) of one shape; ``eps`` may be traced."""
+    if eps.size == 0:
+        return jnp.zeros(eps.shape, eps.dtype)
+    if dmax == 1:  # binary randomized response (see best_advantage_geometric)
+        return max_tv_eps_dp(eps, n)
+    return _geometric_tv(eps, sensitivity.astype(eps.dtype), n, dmax)
+
+
+@functools.partial(jax.jit, static_argnums=(2, 3))
+def _geometric_tv(eps, delta, n: int, dmax: int):
+    """Kernel of :func:`best_advantage_geometric`: ``delta`` integer-valued, ``<= dmax``."""
+    dtype = eps.dtype
+    bad = jnp.isnan(eps) | (eps < 0)
+    inf = jnp.isinf(eps)
+    e = jnp.where(bad | inf, 1.0, eps)  # (finite stand-in: those results are set below)
+    t = e / delta
+    r = jnp.exp(-t)
+    j = jnp.arange(dmax + 1, dtype=dtype)
+    d = delta[..., None]
+    inv = 1.0 / (1.0 + r)
+    # the law of Z on 0..dmax (0 above this element's own Delta)
+    middle = jnp.tanh(0.5 * t)[..., None] * jnp.exp(-t[..., None] * j)
+    law = jnp.where(
+        j == 0,
+        inv[..., None],
+        jnp.where(j < d, middle, jnp.where(j == d, (jnp.exp(-e) * inv)[..., None], 0.0)),
+    )
+    cells = (n * dmax + 1) // 2
+    mass = jnp.zeros(eps.shape + (cells,), dtype).at[..., 0].set(1.0)
+    pad = jnp.zeros(eps.shape + (dmax,), dtype)
+
+    def release(_, mass):
+        padded = jnp.concatenate([pad, mass], axis=-1)
+
+        def add(k, acc):
+            shifted = jax.lax.dynamic_slice_in_dim(padded, dmax - k, cells, axis=-1)
+            return acc + jax.lax.dynamic_index_in_dim(law, k, axis=-1) * shifted
+
+        return jax.lax.fori_loop(0, dmax + 1, add, jnp.zeros_like(mass))
+
+    mass = jax.lax.fori_loop(0, n, release, mass)
+    m = n * d - 2.0 * jnp.arange(cells, dtype=dtype)  # n Delta - 2 s
+    valid = m > 0
+    gain = -jnp.expm1(-t[..., None] * jnp.where(valid, m, 0.0))
+    value = jnp.minimum(jnp.sum(jnp.where(valid, mass * gain, 0.0), axis=-1), 1.0)
+    return jnp.where(bad, jnp.nan, jnp.where(inf, 1.0, value))
 
 
 # --------------------------------------------------------------------------------------------

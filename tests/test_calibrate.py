@@ -17,6 +17,7 @@ import math
 
 import jax
 import jax.numpy as jnp
+import mp_refs
 import mpmath as mp
 import numpy as np
 import pytest
@@ -196,9 +197,32 @@ def test_tv_composed_randomized_response_binomial():
     assert np.all(np.asarray(r.achieved) <= B_TV)
 
 
-def test_tv_composed_geometric_not_implemented():
-    with pytest.raises(NotImplementedError, match="geometric"):
-        calibrate("geometric", 0.1, metric="tv", compositions=3)
+def test_tv_composed_geometric_vs_mpmath():
+    # it raised NotImplementedError (no exact n-fold TV kernel for the discrete Laplace pair)
+    n = 3
+    s = np.array([2, 3, 2, 5] * 3)
+    r = calibrate("geometric", B_TV, metric="tv", compositions=n, sensitivity=s)
+    p = np.asarray(r.parameter)
+    assert np.asarray(r.converged).all()
+    assert np.all(np.asarray(r.achieved) <= B_TV)
+    np.testing.assert_array_equal(r.achieved, jd.best_advantage_geometric(p, n, sensitivity=s))
+    for i in (0, 4, 7, 11):  # the root of the 40-digit TV from the pmfs (mp_refs)
+        with mp.workdps(40):
+            ref = mp.findroot(
+                lambda e, i=i: mp_refs.dl_n_fold_tv(e, n, int(s[i])) - mp.mpf(B_TV[i]),
+                mp.mpf(p[i]),
+            )
+        assert rel_err(p[i], ref) < RTOL, i
+    # tiny budgets: each Z is 0 or s with probability 1/2 as eps -> 0, so TV ~ eps E[(n - 2
+    # Bin(n, 1/2))_+] = 3 eps / 4 for n = 3, whatever the sensitivity
+    tiny = np.array([1e-300, 1e-200, 1e-100])
+    r = calibrate("geometric", tiny, metric="tv", compositions=n, sensitivity=2)
+    assert np.asarray(r.converged).all()
+    np.testing.assert_allclose(r.parameter, tiny / 0.75, rtol=1e-12)
+    with pytest.raises(TypeError, match="sensitivity must be concrete"):
+        jax.jit(lambda s: calibrate("geometric", 0.1, metric="tv", compositions=2, sensitivity=s))(
+            2.0
+        )
 
 
 def test_round_trip_through_the_engine():
@@ -512,8 +536,13 @@ def test_cli_json_and_table(capsys):
         (["calibrate", "gaussian"], "--budget"),
         (["calibrate", "gaussian", "--budget", "1", "--compositions", "0"], "compositions"),
         (
-            ["calibrate", "geometric", "--budget", "0.1", "--metric", "tv", "--compositions", "2"],
-            "geometric",
+            ["calibrate", "geometric", "--budget", "0.1", "--sensitivity", "1.5"],
+            "sensitivity must hold integer values",
+        ),
+        (
+            ["calibrate", "geometric", "--budget", "0.1", "--metric", "tv"]
+            + ["--compositions", "100000", "--sensitivity", "30"],
+            "multiply-adds",
         ),
     ],
 )
@@ -550,6 +579,8 @@ def test_randomized_response_at_extreme_budgets():
         ("laplace", 3, 0.75),
         ("randomized_response", 2, 0.5),
         ("randomized_response", 3, 0.75),
+        # geometric, sensitivity 1: randomized response in disguise
+        ("geometric", 3, 0.75),
         ("gaussian", 2, math.sqrt(2.0 / (2.0 * math.pi))),
         ("gaussian", 3, math.sqrt(3.0 / (2.0 * math.pi))),
     ],
@@ -561,7 +592,7 @@ def test_tv_of_compositions_at_tiny_budgets(mechanism, n, coef):
     budget = np.array([1e-300, 1e-200, 1e-160, 1e-100])
     r = jd.calibrate(mechanism, budget, metric="tv", compositions=n)
     assert np.asarray(r.converged).all()
-    want = coef / budget if mechanism != "randomized_response" else budget / coef
+    want = coef / budget if mechanism in ("laplace", "gaussian") else budget / coef
     np.testing.assert_allclose(np.asarray(r.parameter), want, rtol=1e-12)
     np.testing.assert_allclose(np.asarray(r.achieved), budget, rtol=1e-12)
 

@@ -13,10 +13,12 @@ import functools
 
 import jax
 import jax.numpy as jnp
+import mp_refs
 import mpmath as mp
 import numpy as np
 import pytest
 
+import jaxdp as jd
 from jaxdp import membership as mb
 from jaxdp import paper
 from jaxdp.conversions import max_tv_eps_dp, max_tv_eps_dp_chernoff_bound
@@ -311,6 +313,113 @@ def test_laplace_below_randomized_response():
     eps = jnp.asarray([1e-4, 0.05, 0.3, 1.0, 2.0, 5.0, 8.0, 12.0])
     for n in (1, 3, 10):
         assert np.all(lap(eps, n).value < mb.best_advantage_randomized_response(eps, n))
+
+
+# --------------------------------------------------------------------------------------------
+# Geometric (discrete Laplace)
+# --------------------------------------------------------------------------------------------
+
+GEO_EPS = np.array([1e-8, 1e-3, 0.1, 1.0, 3.0, 10.0, 40.0])
+GEO_CASES = [(1, 3), (2, 2), (3, 4), (5, 3), (4, 6)]  # (n, sensitivity)
+
+
+def geo(eps, n, s):
+    return np.asarray(mb.best_advantage_geometric(jnp.asarray(eps), n, sensitivity=s))
+
+
+@pytest.mark.parametrize(("n", "s"), GEO_CASES)
+def test_geometric_matches_mpmath_from_the_pmfs(n, s):
+    # mp_refs.dl_n_fold_tv works from the pmfs (losses computed, tails by nsum), not from the
+    # law of Z the library derives; the bound is the documented n (s + 1) roundings
+    got = geo(GEO_EPS, n, s)
+    for e, v in zip(GEO_EPS, got, strict=True):
+        assert rel(v, mp_refs.dl_n_fold_tv(float(e), n, s)) <= n * (s + 1) * 2.0**-53, (e, v)
+
+
+@pytest.mark.parametrize(("n", "s"), [(2, 2), (2, 3), (3, 2)])
+def test_geometric_matches_enumeration_of_the_product_lattice(n, s):
+    # sum over the n-fold product of (p - q)_+, in float64: every outcome within 46/t of the
+    # two locations (truncated mass below e^-40); each term's rounding is ~1e-16 of p^n, so
+    # the sum is good to ~1e-15 of TV ~ 0.5 here
+    for eps in (1.0, 2.5):
+        t = eps / s
+        k = np.arange(-int(46 / t), s + int(46 / t) + 1)
+        c = np.tanh(t / 2)
+        p1, q1 = c * np.exp(-t * np.abs(k)), c * np.exp(-t * np.abs(k - s))
+        p, q = p1, q1
+        for _ in range(n - 1):
+            p, q = np.multiply.outer(p, p1), np.multiply.outer(q, q1)
+        want = np.sum(np.maximum(p - q, 0.0))
+        np.testing.assert_allclose(geo(eps, n, s), want, rtol=1e-13)
+
+
+@pytest.mark.parametrize("n", [1, 2, 7, 30])
+def test_geometric_sensitivity_one_is_randomized_response(n):
+    # sensitivity 1 takes the binomial sum; the convolution, asked for the same pair, must
+    # agree with it (two independent methods)
+    eps = jnp.asarray(GEO_EPS)
+    conv = mb._geometric_tv(eps, jnp.ones_like(eps), n, 1)
+    np.testing.assert_allclose(conv, max_tv_eps_dp(eps, n), rtol=1e-13)
+    np.testing.assert_array_equal(geo(eps, n, 1), max_tv_eps_dp(eps, n))
+
+
+def test_geometric_single_release_is_the_tv_of_the_pair():
+    for s in (2, 5):
+        pairs = jd.mechanisms.geometric(s, epsilon=jnp.asarray(GEO_EPS))
+        np.testing.assert_allclose(geo(GEO_EPS, 1, s), jd.tv(*pairs), rtol=1e-14)
+
+
+def test_geometric_sensitivities_per_element_and_order():
+    s = np.array([2, 5, 3, 1])
+    eps = np.array([0.3, 0.3, 2.0, 0.7])
+    got = geo(eps, 3, s)
+    one = [geo(e, 3, int(si)) for e, si in zip(eps, s, strict=True)]
+    np.testing.assert_allclose(got, one, rtol=1e-14)
+    # more releases, more epsilon: more leakage; geometric noise is eps-DP, so below the
+    # eps-DP worst case (randomized response) for sensitivity > 1
+    grid = np.array([1e-4, 0.05, 0.3, 1.0, 2.0, 5.0])
+    values = np.stack([geo(grid, n, 3) for n in (1, 2, 3, 5)])
+    assert np.all(np.diff(values, axis=0) > 0) and np.all(np.diff(values, axis=1) > 0)
+    for i, n in enumerate((1, 2, 3, 5)):
+        assert np.all(values[i] < max_tv_eps_dp(jnp.asarray(grid), n))
+
+
+def test_geometric_gradient():
+    f = jax.jit(jax.vmap(jax.grad(lambda e: mb.best_advantage_geometric(e, 3, sensitivity=2))))
+    eps = np.array([0.05, 0.7, 3.0])
+    h = 1e-6
+    fd = (geo(eps + h, 3, 2) - geo(eps - h, 3, 2)) / (2 * h)
+    np.testing.assert_allclose(f(jnp.asarray(eps)), fd, rtol=1e-8)
+    # at eps = 0 each Z is 0 or s with probability 1/2: TV ~ eps E[(n - 2 Bin(n, 1/2))_+],
+    # 3/4 for n = 3
+    np.testing.assert_allclose(f(jnp.zeros(3)), 0.75, rtol=1e-15)
+
+
+def test_geometric_edges_float32_jit_and_validation():
+    np.testing.assert_array_equal(geo([0.0, 1e4, np.inf], 3, 2), [0.0, 1.0, 1.0])
+    # float32: measured relative error ~1e-7 n (see the docstring)
+    eps = np.logspace(-6, 1.5, 24)
+    v32 = geo(eps.astype(np.float32), 10, 3)
+    assert v32.dtype == np.float32
+    v64 = geo(eps.astype(np.float32).astype(np.float64), 10, 3)
+    np.testing.assert_allclose(v32, v64, rtol=2e-6)
+    f = jax.jit(lambda e: mb.best_advantage_geometric(e, 3, sensitivity=2))
+    np.testing.assert_allclose(f(jnp.asarray(eps)), geo(eps, 3, 2), rtol=1e-15)
+    assert np.all(np.isnan(f(-jnp.asarray(eps))))  # under jit: NaN (documented policy)
+    with pytest.raises(ValueError, match="epsilon"):
+        mb.best_advantage_geometric(-0.1, 2, sensitivity=2)
+    with pytest.raises(ValueError, match="epsilon"):
+        mb.best_advantage_geometric(np.nan, 2, sensitivity=2)
+    with pytest.raises(ValueError, match="sensitivity must hold integer"):
+        mb.best_advantage_geometric(1.0, 2, sensitivity=1.5)
+    with pytest.raises(ValueError, match="sensitivity"):
+        mb.best_advantage_geometric(1.0, 2, sensitivity=0)
+    with pytest.raises(TypeError, match="sensitivity must be concrete"):
+        jax.jit(lambda s: mb.best_advantage_geometric(1.0, 2, sensitivity=s))(2.0)
+    with pytest.raises(ValueError, match="n must be"):
+        mb.best_advantage_geometric(1.0, 0, sensitivity=2)
+    with pytest.raises(ValueError, match="multiply-adds"):
+        mb.best_advantage_geometric(1.0, 100_000, sensitivity=30)
 
 
 # --------------------------------------------------------------------------------------------
