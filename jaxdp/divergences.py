@@ -191,7 +191,8 @@ def _tv(P, Q):
             if size <= 2**20:
                 return _tv(_joint_categorical(P), _joint_categorical(Q))
         raise NotImplementedError(
-            "tv of this Product has no exact kernel; for n-fold mechanisms use "
-            "jaxdp.membership, or bound it via jaxdp.max_tv_chernoff(chernoff(P, Q))"
+            "tv of this Product has no exact kernel; for n releases of a mechanism use "
+            "jaxdp.best_advantage_laplace / _gaussian / _geometric / _randomized_response, "
+            "or bound it via jaxdp.max_tv_chernoff(chernoff(P, Q).information)"
         )
     return kernel_for(P, Q).tv(*standardize(P, Q))

@@ -563,7 +563,7 @@ def geometric_plan(n: int, sensitivity, dtype) -> int:
     cells = (n * dmax + 1) // 2
     size = max(s.size, 1)
     what = f"n={n}, sensitivity {dmax}: the exact n-fold geometric sum over ~n*sensitivity/2 cells"
-    hint = "use max_tv_chernoff(n * chernoff(P, Q)) for an upper bound at any n"
+    hint = "use max_tv_chernoff(n * chernoff(P, Q).information) for an upper bound at any n"
     work = size * n * (dmax + 1) * cells
     if work > _MAX_GEOMETRIC_WORK:
         raise ValueError(
