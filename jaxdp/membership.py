@@ -25,6 +25,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from jaxdp import _special as sp
 from jaxdp._checks import (
     as_inexact,
     check_broadcast,
@@ -370,9 +371,9 @@ def best_advantage_laplace(
     cap = 2.0 * math.log(2.0 / ulp1) + 2.0
     eps_ok = jnp.where(bad, 0.0, jnp.minimum(eps, cap))
     gap = jnp.exp(-0.5 * eps)  # the interval length, to ~1 ulp
-    lower = -jnp.expm1(-0.5 * eps)
+    lower = sp.one_minus_exp(0.5 * eps)
     if n == 1:
-        value = -jnp.expm1(-0.5 * eps_ok)
+        value = sp.one_minus_exp(0.5 * jnp.where(bad, 0.0, eps))  # (derivative beyond cap too)
         bound = 2.0 * ulp1 * value
     else:
         value, bound = _laplace_tv_dp(eps_ok, n, nodes)
@@ -560,7 +561,7 @@ def geometric_plan(n: int, sensitivity, dtype) -> int:
     dmax = int(s.max()) if s.size else 1
     if dmax == 1:  # (the binomial sum checks its own size)
         return dmax
-    cells = (n * dmax + 1) // 2
+    cells = n * dmax // 2 + 1
     size = max(s.size, 1)
     what = f"n={n}, sensitivity {dmax}: the exact n-fold geometric sum over ~n*sensitivity/2 cells"
     hint = "use max_tv_chernoff(n * chernoff(P, Q).information) for an upper bound at any n"
@@ -602,7 +603,7 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
         inv[..., None],
         jnp.where(j < d, middle, jnp.where(j == d, (jnp.exp(-e) * inv)[..., None], 0.0)),
     )
-    cells = (n * dmax + 1) // 2
+    cells = n * dmax // 2 + 1  # s <= n Delta / 2
     mass = jnp.zeros(eps.shape + (cells,), dtype).at[..., 0].set(1.0)
     pad = jnp.zeros(eps.shape + (dmax,), dtype)
 
@@ -618,8 +619,14 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
     mass = jax.lax.fori_loop(0, n, release, mass)
     m = n * d - 2.0 * jnp.arange(cells, dtype=dtype)  # n Delta - 2 s
     valid = m > 0
-    gain = -jnp.expm1(-t[..., None] * jnp.where(valid, m, 0.0))
-    value = jnp.minimum(jnp.sum(jnp.where(valid, mass * gain, 0.0), axis=-1), 1.0)
+    tm = t[..., None] * jnp.where(valid, m, 0.0)
+    value = jnp.minimum(jnp.sum(jnp.where(valid, mass * sp.one_minus_exp(tm), 0.0), axis=-1), 1.0)
+    # Near 1, the value is 1 - (1 - TV), whose derivative the sum above loses (a difference
+    # of O(1) terms once TV is within ~1e-16 of 1). Under Q, S_n has the law of n Delta - S_n
+    # under P, so P(S_n = n Delta - s) = P(S_n = s) e^{-t(n Delta - 2s)} and
+    # 1 - TV = 2 sum_{2s < n Delta} P(S_n = s) e^{-t(n Delta - 2s)} + P(S_n = n Delta / 2).
+    rest = jnp.sum(jnp.where(valid, 2.0 * mass * jnp.exp(-tm), jnp.where(m == 0, mass, 0.0)), -1)
+    value = jnp.where(rest < 0.5, 1.0 - rest, value)
     return jnp.where(bad, jnp.nan, jnp.where(inf, 1.0, value))
 
 
@@ -666,9 +673,9 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     eps = jnp.broadcast_to(eps, shape)
     budget = n * eps
     yeom = jnp.expm1(budget)
-    chernoff_paper = -jnp.expm1(-budget)
+    chernoff_paper = sp.one_minus_exp(budget)
     erlingsson = chernoff_paper + dlt * jnp.exp(-budget)
-    bayes = jnp.tanh(budget / 2.0)
+    bayes = sp.tanh(budget / 2.0)
     exact = max_tv_eps_dp(eps, n)
     tight = max_tv_eps_dp_chernoff_bound(eps, n)
     return MembershipBounds(

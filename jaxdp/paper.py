@@ -666,7 +666,7 @@ def eq38(c: ArrayLike, q: ArrayLike = 1) -> jax.Array:
         q: number of samples, integer ``>= 1``.
     """
     c, q = _inexact(c, q)
-    return -jnp.expm1(-q * c * _LOG2)
+    return sp.one_minus_exp(q * c * _LOG2)
 
 
 @_checked(eps=_nonnegative)
@@ -691,7 +691,7 @@ def eq40(eps: ArrayLike, delta: ArrayLike) -> jax.Array:
     (``delta = 0``, ``eps = asinh(1) = 0.8813735870``).
     """
     eps, delta = _inexact(eps, delta)
-    return -jnp.expm1(-eps) + delta * jnp.exp(-eps)
+    return sp.one_minus_exp(eps) + delta * jnp.exp(-eps)
 
 
 @_checked(eps=_nonnegative)
@@ -708,7 +708,7 @@ def eq41(eps: ArrayLike) -> jax.Array:
     ``eps = log(2)/2``.
     """
     (eps,) = _inexact(eps)
-    return -jnp.expm1(-eps)
+    return sp.one_minus_exp(eps)
 
 
 @_checked(eps=_nonnegative)
@@ -720,4 +720,4 @@ def eq42(eps: ArrayLike) -> jax.Array:
     identity), the TV of randomized response = :func:`jaxdp.max_tv_eps_dp` with ``n = 1``.
     """
     (eps,) = _inexact(eps)
-    return jnp.tanh(0.5 * eps)
+    return sp.tanh(0.5 * eps)

@@ -267,13 +267,13 @@ def dl_kl_tv(m1, b1, m2, b2, width=None):
         return kl, tv
 
 
-def dl_n_fold_tv(eps, n, delta):
+def dl_n_fold_tv(eps, n, delta, dps=DPS):
     """TV(DLap(0, b)^n, DLap(delta, b)^n), b = delta/eps (the geometric mechanism's n
     releases), from the pmfs: the privacy loss log p/q of each outcome at DPS digits, the
     masses of equal loss summed (the two infinite tails by ``mp.nsum``), the law of the
     total loss by n-fold convolution, then E_P[(1 - e^{-L})_+]. Losses are multiples of
     1/b, kept as integers (each checked to be one)."""
-    with mp.workdps(DPS):
+    with mp.workdps(dps):
         eps = mp.mpf(eps)
         b = delta / eps
         c = mp.tanh(1 / (2 * b))  # 1 / sum_k e^{-|k|/b}
@@ -283,7 +283,7 @@ def dl_n_fold_tv(eps, n, delta):
 
         def key(k):
             loss = mp.log(pmf(k, 0) / pmf(k, delta)) * b
-            assert abs(loss - mp.nint(loss)) < mp.mpf(10) ** (10 - DPS)
+            assert abs(loss - mp.nint(loss)) < mp.mpf(10) ** (10 - dps)
             return int(mp.nint(loss))
 
         law = {}
@@ -292,7 +292,7 @@ def dl_n_fold_tv(eps, n, delta):
         assert key(-1) == key(0) and key(delta) == key(delta + 1)
         law[key(0)] = law.get(key(0), 0) + mp.nsum(lambda i: pmf(-i, 0), [0, mp.inf])
         law[key(delta)] = law.get(key(delta), 0) + mp.nsum(lambda i: pmf(delta + i, 0), [0, mp.inf])
-        assert abs(mp.fsum(law.values()) - 1) < mp.mpf(10) ** (10 - DPS)
+        assert abs(mp.fsum(law.values()) - 1) < mp.mpf(10) ** (10 - dps)
         total = {0: mp.mpf(1)}
         for _ in range(n):
             new = {}

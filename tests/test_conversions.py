@@ -21,6 +21,7 @@ from scipy.special import logsumexp
 
 import jaxdp as jd
 from jaxdp import conversions as cv
+from jaxdp import paper
 from jaxdp.membership import membership_bounds
 
 DPS = 40
@@ -514,3 +515,43 @@ def test_oversized_n_is_refused_before_allocating():
     for eps, n in ((1.0, 10**9), (np.ones(100), 10**7), (np.ones(2), np.array([1, 10**9]))):
         with pytest.raises(ValueError, match=r"^n=1000.* GiB \(limit 4 GiB\); use max_tv_eps_dp_"):
             cv.max_tv_eps_dp(eps, n)
+
+
+def _mp_slope(f, x, dps=200):
+    """Central difference of an mpmath function at ``dps`` digits (step 1e-40): the slopes
+    below are down to ~1e-87 next to values ~1, beyond mp.diff at the default precision."""
+    with mp.workdps(dps):
+        h = mp.mpf(10) ** -40
+        return (f(mp.mpf(x) + h) - f(mp.mpf(x) - h)) / (2 * h)
+
+
+def test_gradients_where_the_advantage_is_within_an_ulp_of_one():
+    # JAX differentiates expm1 as expm1 + 1 and tanh as 1 - tanh^2, which cancel to 0 near 1;
+    # max_tv_eps_dp's sum of O(1) terms did too: its slope at eps = 30, n = 3 came out
+    # -3.5e-18 (true +1.05e-25), 0 at 25, 39% off at 20, and nan at eps = inf (found by a QA
+    # pass). Each is now formed from non-negative terms: relative accuracy throughout.
+    def rr3(e):  # TV of 3-fold randomized response
+        p = mp.exp(e) / (1 + mp.exp(e))
+        q = 1 - p
+        return mp.fsum(
+            mp.binomial(3, k) * (p**k * q ** (3 - k) - q**k * p ** (3 - k)) for k in (2, 3)
+        )
+
+    cases = [
+        (lambda x: cv.max_tv_eps_dp(x, 3), rr3, (5.0, 20.0, 30.0)),
+        (cv.max_tv_chernoff, lambda c: mp.sqrt(1 - mp.exp(-2 * c)), (15.0, 20.0, 100.0)),
+        (
+            lambda x: cv.max_tv_eps_dp_chernoff_bound(x, 3),
+            lambda e: mp.sqrt(1 - mp.sech(e / 2) ** 6),
+            (20.0, 40.0),
+        ),
+        (lambda x: cv.max_tv_eps_delta_dp(x, 0.1), lambda e: 0.1 + 0.9 * mp.tanh(e / 2), (40.0,)),
+        (paper.eq41, lambda e: -mp.expm1(-e), (40.0, 100.0)),
+        (paper.eq42, lambda e: mp.tanh(e / 2), (40.0, 100.0)),
+    ]
+    for f, ref, xs in cases:
+        grad = jax.grad(f)
+        for x in xs:
+            want = _mp_slope(ref, x)
+            assert abs(float(grad(x)) - want) < 1e-12 * want, x
+        assert float(grad(float("inf"))) == 0.0

@@ -395,6 +395,32 @@ def test_geometric_gradient():
     np.testing.assert_allclose(f(jnp.zeros(3)), 0.75, rtol=1e-15)
 
 
+def test_gradients_where_the_advantage_is_within_an_ulp_of_one():
+    # Slopes ~1e-19 next to values ~1 (found by a QA pass): JAX's expm1 and tanh rules and
+    # sums of O(1) terms cancelled them to 0 or the wrong sign (the n-fold sums are now
+    # taken as 1 - (1 - TV), the rest a sum of non-negative terms). References: central
+    # differences at 200 digits (step 1e-40).
+    def slope(f, x):
+        with mp.workdps(200):
+            h = mp.mpf(10) ** -40
+            return (f(mp.mpf(x) + h) - f(mp.mpf(x) - h)) / (2 * h)
+
+    geo3 = jax.grad(lambda e: mb.best_advantage_geometric(e, 3, sensitivity=2))
+    for e in (20.0, 30.0):
+        want = slope(lambda x: mp_refs.dl_n_fold_tv(x, 3, 2, dps=200), e)
+        assert abs(float(geo3(e)) - want) < 1e-13 * want, e
+    assert float(geo3(np.inf)) == 0.0
+    lap1 = jax.grad(lambda e: mb.best_advantage_laplace(e, 1).value)
+    bounds = jax.jacrev(lambda e: mb.membership_bounds(e, 2)[2:4])  # (41), (42) at 2 eps
+    for e in (40.0, 80.0):
+        want = slope(lambda x: -mp.expm1(-x / 2), e)
+        assert abs(float(lap1(e)) - want) < 1e-14 * want, e
+        got = bounds(e / 2)
+        for g, f in zip(got, (lambda x: -mp.expm1(-2 * x), lambda x: mp.tanh(x)), strict=True):
+            want = slope(f, e / 2)
+            assert abs(float(g) - want) < 1e-14 * want, e
+
+
 def test_geometric_edges_float32_jit_and_validation():
     np.testing.assert_array_equal(geo([0.0, 1e4, np.inf], 3, 2), [0.0, 1.0, 1.0])
     # float32: measured relative error ~1e-7 n (see the docstring)
