@@ -67,7 +67,9 @@ on :math:`m(p, \Delta) = c` (a ``custom_jvp``; the iterations are never differen
 Unreachable budgets (documented limits, never an exception under ``jit``):
 
 * ``budget == 0`` gives the no-release limit: scale ``+inf`` (Laplace, Gaussian) or
-  :math:`\varepsilon = 0` (geometric, randomized response), with ``achieved = 0``.
+  :math:`\varepsilon = 0` (geometric, randomized response), with ``achieved = 0``; so do
+  subnormal budgets (below ~2.2e-308 in float64, 1.2e-38 in float32), which XLA:CPU
+  flushes to zero.
 * Chernoff information and KL are unbounded for all four built-in families (they tend to
   :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
   ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
@@ -324,6 +326,15 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
 # --------------------------------------------------------------------------------------------
 
 
+def _subnormal(x):
+    """Nonzero ``x`` whose exponent field is 0, read from the bits (comparisons may see the
+    flushed value)."""
+    info = jnp.finfo(x.dtype)
+    bits = lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}"))
+    magnitude = bits & (2 ** (8 * x.dtype.itemsize - 1) - 1)
+    return (magnitude > 0) & (magnitude < 2**info.nmant)
+
+
 def _value_and_slope(spec, metric, n, x, s):
     """``(m, dm/dx)`` at ``p = e^x`` by forward-mode autodiff of the engine."""
 
@@ -352,7 +363,9 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     dtype = budget.dtype
     eps = float(jnp.finfo(dtype).eps)
     sup = 1.0 if metric == "tv" else math.inf
-    zero = budget == 0
+    # Subnormal budgets are 0 too: XLA:CPU flushes them to zero in some kernels and not in
+    # others (1e-320 alone gave scale inf, converged False; batched with 1.0, converged True)
+    zero = (budget == 0) | _subnormal(budget)
     top = budget >= sup
     invalid = jnp.isnan(budget) | (budget < 0)
     active = ~(zero | top | invalid)

@@ -586,8 +586,9 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     101, 300, 1000, 3000, 9999, 1e4}``, 3001 for every ``n <= 129``): 3.2e-7 at ``n = 1``,
     4.2e-7 at ``n = 2, 3``, worst 9.1e-7 at ``n = 30``, 6.6e-7 at ``n = 1e4`` (it was 1.5e-5
     there, from ``x - fl(n p)``; 4.3e-7 since TV above 1/2 is taken as 1 - (1 - TV), the
-    other values unchanged, ad hoc re-run of the 20001 ``eps`` for ``n`` up to 1000 and 1e4). Beyond ``eps = 50`` float32 values sit at most 2 ulp below 1
-    (``n <= 1000``, ``eps`` up to 1e4).
+    other values unchanged, ad hoc re-run of the 20001 ``eps`` for ``n`` up to 1000 and
+    1e4). Beyond ``eps = 50`` float32 values sit at most 2 ulp below 1 (``n <= 1000``,
+    ``eps`` up to 1e4).
 
     Args:
         eps: pure DP parameter(s) of each mechanism, ``>= 0``; any shape.
