@@ -103,11 +103,17 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    import jax
+    # (Ctrl-C while the command modules load, or in the parser: one line too; before main
+    # runs, while Python imports jaxdp itself, the interpreter's own handler still prints
+    # its traceback)
+    try:
+        import jax
 
-    jax.config.update("jax_enable_x64", True)
-    parser = build_parser()
-    args = parser.parse_args(argv)
+        jax.config.update("jax_enable_x64", True)
+        parser = build_parser()
+        args = parser.parse_args(argv)
+    except KeyboardInterrupt:
+        return _fail("interrupted")
     if getattr(args, "_run", None) is None:  # one line, as for every other usage error
         return _fail(f"a command is required: {', '.join(COMMANDS)} (jaxdp --help)")
     try:

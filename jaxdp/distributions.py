@@ -556,6 +556,9 @@ class Product(Distribution):
             raise TypeError(f"Product.iid: dist must be a jaxdp distribution, got {type(dist)}")
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"Product.iid: n must be a positive integer, got {n!r}")
+        if n >= 2**63:  # (a count enters the kernels as an int64; JAX's overflow error was
+            # raised deep inside the first call)
+            raise ValueError(f"Product.iid: n must be below 2**63, got {n!r}")
         obj = object.__new__(cls)
         obj._set(components=(dist,), counts=(int(n),))
         return obj

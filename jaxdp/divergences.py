@@ -83,7 +83,13 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
 def _renyi(P, Q, order, with_kl=True):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
-    value = raw_log_bc(P, Q, safe) / (safe - 1.0)
+    log_c = raw_log_bc(P, Q, safe)
+    # An infinite log C (the integral diverges above 1, or vanishes below) is an infinite
+    # divergence on a whole range of orders, constant there: its order derivative is 0, not
+    # the quotient rule's -inf/(l - 1)^2 (found by a QA pass), as its parameter derivatives are.
+    finite = jnp.isfinite(log_c)
+    value = jnp.where(finite, jnp.where(finite, log_c, 0.0) / (safe - 1.0), jnp.inf)
+    value = jnp.where(jnp.isnan(log_c), jnp.nan, value)
     if with_kl:
         # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
         # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The

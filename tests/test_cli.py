@@ -115,3 +115,16 @@ def test_jax_runtime_error_is_one_line(monkeypatch, capsys):
         "jaxdp: error: out of memory: RESOURCE_EXHAUSTED: Out of memory allocating "
         "8000000000000 bytes."
     ]
+
+
+def test_interrupt_while_the_commands_load_is_one_line(monkeypatch, capsys):
+    # Ctrl-C in the first second (the command modules importing) printed a traceback and
+    # died of SIGINT: the handler covered only the command's run (QA pass)
+    import jaxdp.cli as cli
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli, "build_parser", interrupted)
+    assert cli.main(["chernoff", "laplace", "--epsilon", "1"]) == 2
+    assert capsys.readouterr().err.strip() == "jaxdp: error: interrupted"

@@ -210,3 +210,16 @@ def test_gain_is_never_negative_in_float32():
     assert r.gain.dtype == jnp.float32
     assert float(jnp.min(r.gain)) >= 0.0
     np.testing.assert_allclose(r.gain, 0.0, atol=2e-7 * float(jnp.max(r.paper_sum)))
+
+
+def test_iid_counts_are_validated_at_construction():
+    # n >= 2**63 was accepted and failed inside the first call with JAX's OverflowError
+    P = jd.Laplace(0.0, 1.0)
+    for n in (0, -3, 2**63, 10**19, 2.0, True):
+        with pytest.raises(ValueError, match=r"Product\.iid: n must"):
+            jd.Product.iid(P, n)
+    Q = jd.Laplace(1.0, 1.0)
+    n = 2**53  # exact in float64: n times the single-pair KL
+    np.testing.assert_allclose(
+        jd.kl(jd.Product.iid(P, n), jd.Product.iid(Q, n)), n * jd.kl(P, Q), rtol=1e-15
+    )

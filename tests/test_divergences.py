@@ -1148,3 +1148,19 @@ def test_kl_and_tv_of_bounded_densities_that_vanish_at_a_bound():
     assert _rel(jd.kl(expo, gamma2), float(mp.euler)) < 1e-13
     assert _rel(jd.tv(expo, gamma2), math.exp(-1)) < 1e-13
     assert _rel(jd.tv(uniform, ramp), 0.25) < 1e-13
+
+
+def test_order_derivative_where_the_divergence_is_infinite():
+    # D_5 of Lap(0, 1) vs Lap(0, 0.3) diverges (5/1 <= 4/0.3), as does every order up to the
+    # next finite one: the order derivative was -inf (quotient rule on inf); it is 0, as the
+    # parameter derivative is there (found by a QA pass)
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 0.3)
+    assert float(jd.renyi(P, Q, 5.0)) == np.inf
+    assert float(jax.grad(lambda o: jd.renyi(P, Q, o))(5.0)) == 0.0
+    A, B = jd.Categorical(jnp.array([1.0, 0.0])), jd.Categorical(jnp.array([0.0, 1.0]))
+    assert float(jd.renyi(A, B, 0.5)) == np.inf  # disjoint supports, below 1
+    assert float(jax.grad(lambda o: jd.renyi(A, B, o))(0.5)) == 0.0
+    # finite orders keep their derivative: d/dl [L(l)/(l - 1)] by central differences
+    h = 1e-6
+    fd = (jd.renyi(P, Q, 1.3 + h) - jd.renyi(P, Q, 1.3 - h)) / (2 * h)
+    np.testing.assert_allclose(jax.grad(lambda o: jd.renyi(P, Q, o))(1.3), fd, rtol=1e-8)

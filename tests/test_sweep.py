@@ -434,6 +434,12 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
         sweep(spec, tmp_path / "f", quiet=True)
     with Store(tmp_path / "b").locked(), pytest.raises(ValueError, match="in use"):
         sweep(spec, tmp_path / "b", quiet=True)
+    # no manifest: nothing was ever started there (it said "has not finished; run it again
+    # to resume", also for a directory that does not exist: QA pass)
+    for d in ("b", "f", "nowhere"):
+        with pytest.raises(FileNotFoundError, match=r"^no sweep in .*run jaxdp sweep there"):
+            load_sweep(tmp_path / d)
+    (tmp_path / "b" / "manifest.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match="has not finished"):
         load_sweep(tmp_path / "b")
     # (a pathlib TypeError, and "<file>/results.npz ... has not finished")

@@ -35,7 +35,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxdp._checks import error_line
 from jaxdp.sweep.kernel import _int_dtype, check_kernel, make_kernel
 from jaxdp.sweep.spec import SweepSpec, parse_spec
-from jaxdp.sweep.storage import FORMAT, Store, npz_memmap
+from jaxdp.sweep.storage import FORMAT, MANIFEST, Store, npz_memmap
 
 __all__ = ["SweepResult", "SweepRun", "default_chunk_size", "load_sweep", "sweep"]
 
@@ -510,8 +510,8 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
         A :class:`SweepResult` ``(coords, values, fixed, manifest)``.
 
     Raises:
-        FileNotFoundError: the sweep has not finished (no ``results.npz``); run it again to
-            resume.
+        FileNotFoundError: no sweep was started in ``out_dir`` (no manifest), or it has not
+            finished (no ``results.npz``; run it again to resume).
         ValueError: ``results.npz`` or ``manifest.json`` is damaged (the message names it;
             running the sweep again rebuilds ``results.npz``).
     """
@@ -522,6 +522,12 @@ def load_sweep(out_dir: str | os.PathLike, *, mmap: bool = False) -> SweepResult
     store = Store(out_dir)
     path = store.results_path
     if not path.exists():
+        # (a directory without a manifest never held a sweep: "run it again to resume" would
+        # send the user to resume something that does not exist)
+        if not (store.root / MANIFEST).exists():
+            raise FileNotFoundError(
+                f"no sweep in {os.fspath(out_dir)} (no {MANIFEST}): run jaxdp sweep there first"
+            )
         raise FileNotFoundError(
             f"{path} does not exist: the sweep has not finished; run it again to resume"
         )
