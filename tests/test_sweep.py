@@ -833,3 +833,21 @@ def test_huge_support_is_refused_before_allocating(tmp_path, capsys):
         "2e+12 values per grid point, more than the 16777216 (2**24) a sweep allows: use "
         "smaller values"
     ]
+
+
+def test_float32_grid_values_out_of_range_are_refused_in_one_line(tmp_path, capsys):
+    # numpy's cast warning took two more lines of stderr, and the mechanism then rejected an
+    # inf (or 0.0) that the spec never held (QA pass)
+    base = {"mechanism": "laplace", "quantities": ["tv"], "dtype": "float32"}
+    for grid, msg in (
+        ({"epsilon": [1e200]}, r"grid axis 'epsilon': 1e\+200 is outside the range of float32"),
+        ({"epsilon": {"linspace": [1e-3, 1e39, 3]}}, r"'epsilon': 5e\+38 .* become inf"),
+        ({"epsilon": {"logspace": [-50, 0, 3]}}, r"'epsilon': 1e-50 .* become 0\.0"),
+    ):
+        with pytest.raises(ValueError, match=msg):
+            sweep({**base, "grid": grid}, tmp_path / "d", quiet=True)
+        assert not (tmp_path / "d").exists()
+    with pytest.raises(ValueError, match=r"fixed parameter 'sensitivity': 1e\+300"):
+        sweep(
+            {**base, "grid": {"epsilon": [1.0], "sensitivity": 1e300}}, tmp_path / "d", quiet=True
+        )

@@ -52,13 +52,30 @@ class Axis:
             out = np.linspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
         else:
             out = np.logspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
-        return out.astype(float_dtype)
+        return cast_checked(out, float_dtype, f"grid axis {self.name!r}")
 
     def canonical(self) -> dict:
         args = list(self.args)
         if self.kind != "values":
             args = [float(args[0]), float(args[1]), int(args[2])]
         return {"name": self.name, self.kind: args}
+
+
+def cast_checked(values: Any, float_dtype: Any, what: str) -> np.ndarray:
+    """``values`` (float64) in ``float_dtype``, refusing any that overflow to inf or flush to 0
+    there (numpy warned on three lines, and the mechanism then rejected an ``inf`` or ``0.0``
+    that the spec never held)."""
+    values = np.asarray(values, dtype=np.float64)
+    with np.errstate(over="ignore", under="ignore"):
+        out = values.astype(float_dtype)
+    lost = (np.isfinite(values) & ~np.isfinite(out)) | ((values != 0) & (out == 0))
+    if lost.any():
+        v = values[lost].flat[0]
+        raise ValueError(
+            f"{what}: {v:g} is outside the range of {np.dtype(float_dtype).name} (it would "
+            f"become {float(out[lost].flat[0])}); use dtype float64"
+        )
+    return out
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,6 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from jaxdp._checks import error_line
+from jaxdp.sweep.grid import cast_checked
 from jaxdp.sweep.spec import SweepSpec, resolve_mechanism
 
 __all__ = ["check_kernel", "make_kernel"]
@@ -33,11 +34,11 @@ def _int_dtype() -> Any:
     return jnp.asarray(0).dtype  # int64 under x64, int32 otherwise
 
 
-def _fixed_value(value: Any, spec: SweepSpec) -> Any:
+def _fixed_value(name: str, value: Any, spec: SweepSpec) -> Any:
     """A fixed parameter as a Python scalar (ints stay static) or a 0-d array of the spec dtype."""
     if isinstance(value, int):
         return value
-    return np.asarray(value, dtype=_float_dtype(spec))
+    return cast_checked(value, _float_dtype(spec), f"fixed parameter {name!r}")
 
 
 def make_kernel(spec: SweepSpec) -> Kernel:
@@ -55,7 +56,7 @@ def make_kernel(spec: SweepSpec) -> Kernel:
 
     mechanism = resolve_mechanism(spec.mechanism)
     paper = importlib.import_module("jaxdp.paper") if spec.paper_args else None
-    fixed = {n: _fixed_value(v, spec) for n, v in spec.grid.fixed}
+    fixed = {n: _fixed_value(n, v, spec) for n, v in spec.grid.fixed}
     defaults = dict(spec.defaults)
     dtype = _float_dtype(spec)
     quantities = spec.quantities
