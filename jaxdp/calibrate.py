@@ -99,6 +99,7 @@ from jaxdp import _checks, _jit
 from jaxdp import _special as sp
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
+from jaxdp.conversions import _unflushed
 from jaxdp.distributions import Product
 from jaxdp.divergences import kl, tv
 
@@ -326,15 +327,6 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
 # --------------------------------------------------------------------------------------------
 
 
-def _subnormal(x):
-    """Nonzero ``x`` whose exponent field is 0, read from the bits (comparisons may see the
-    flushed value)."""
-    info = jnp.finfo(x.dtype)
-    bits = lax.bitcast_convert_type(x, jnp.dtype(f"int{8 * x.dtype.itemsize}"))
-    magnitude = bits & (2 ** (8 * x.dtype.itemsize - 1) - 1)
-    return (magnitude > 0) & (magnitude < 2**info.nmant)
-
-
 def _value_and_slope(spec, metric, n, x, s):
     """``(m, dm/dx)`` at ``p = e^x`` by forward-mode autodiff of the engine."""
 
@@ -365,7 +357,7 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     sup = 1.0 if metric == "tv" else math.inf
     # Subnormal budgets are 0 too: XLA:CPU flushes them to zero in some kernels and not in
     # others (1e-320 alone gave scale inf, converged False; batched with 1.0, converged True)
-    zero = (budget == 0) | _subnormal(budget)
+    zero = (budget == 0) | _unflushed(budget)[0]  # (positive subnormals, from the bits)
     top = budget >= sup
     invalid = jnp.isnan(budget) | (budget < 0)
     active = ~(zero | top | invalid)
