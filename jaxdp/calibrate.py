@@ -569,7 +569,7 @@ def calibrate(
                 f"sensitivity does not apply to {spec.name!r} (it must be 1); fold it into "
                 "the mechanism instead"
             )
-    _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
+    shape = _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
     if metric == "tv" and compositions > 1 and spec.name == "geometric":
         # the exact n-fold sum's static size comes from the largest sensitivity
         if not _checks.is_concrete(s):
@@ -579,7 +579,6 @@ def calibrate(
             )
         from jaxdp.membership import geometric_plan
 
-        shape = _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
         dmax = geometric_plan(compositions, np.broadcast_to(np.asarray(s), shape), budget.dtype)
         spec = dataclasses.replace(spec, max_sensitivity=dmax)
     return _calibrate_jit(spec, metric, int(compositions), max_steps, budget, s)

@@ -63,8 +63,8 @@ class Axis:
 
 def cast_checked(values: Any, float_dtype: Any, what: str) -> np.ndarray:
     """``values`` (float64) in ``float_dtype``, refusing any that overflow to inf or flush to 0
-    there (numpy warned on three lines, and the mechanism then rejected an ``inf`` or ``0.0``
-    that the spec never held)."""
+    there (numpy's cast warning added two lines to the one-line error, in which the
+    mechanism rejected an ``inf`` or ``0.0`` that the spec never held)."""
     values = np.asarray(values, dtype=np.float64)
     with np.errstate(over="ignore", under="ignore"):
         out = values.astype(float_dtype)
