@@ -29,20 +29,28 @@ settings.load_profile("jaxdp")
 _RUN_CACHE = "JAXDP_TEST_RUN_XLA_CACHE"
 
 
-# The suite compiles ~2700 programs and spends ~70% of its time in XLA:CPU, most of it in the
-# MLIR fusion emitters. XLA's older elemental emitters compile the same programs ~40% faster
-# (whole suite on 2 cores: 555 -> 342 s) and run them 2-3.5x slower, which tests on a few
-# pairs never notice; users get the default emitters (what jaxdp is tuned and benchmarked
-# with). tests/test_default_emitters.py checks that both give the same numbers on every
-# solver path. JAXDP_TEST_DEFAULT_EMITTERS=1 runs the suite with the default emitters.
-FAST_COMPILE_FLAG = "--xla_cpu_use_fusion_emitters=false"
+# The suite compiles ~2700 programs and spends most of its time in XLA:CPU. Two compiler
+# options cut that time, at the cost of slower programs, which tests on a few pairs never
+# notice: XLA's older elemental emitters instead of the MLIR fusion emitters (whole suite on
+# 2 cores: 555 -> 342 s at e6760a1; programs 2-3.5x slower), and LLVM without its expensive
+# passes (test_density_gradients.py alone: 84 -> 71 CPU-s). Users get the defaults (what
+# jaxdp is tuned and benchmarked with). tests/test_default_emitters.py checks that both give
+# the same numbers, to the last bit, on every solver path. (LLVM at -O0 would cut another 25%
+# but changes the last bits of some results, and a float32 allocation 9% off with the
+# default options came out right: the tests would check programs users never run.)
+# JAXDP_TEST_DEFAULT_EMITTERS=1 runs the suite with the default options.
+FAST_COMPILE_FLAGS = (
+    "--xla_cpu_use_fusion_emitters=false",
+    "--xla_llvm_disable_expensive_passes=true",
+)
 
 
-def _use_fast_compile_flag() -> None:
+def _use_fast_compile_flags() -> None:
     flags = os.environ.get("XLA_FLAGS", "")
-    if os.environ.get("JAXDP_TEST_DEFAULT_EMITTERS") or "xla_cpu_use_fusion_emitters" in flags:
+    names = [f.lstrip("-").partition("=")[0] for f in FAST_COMPILE_FLAGS]
+    if os.environ.get("JAXDP_TEST_DEFAULT_EMITTERS") or any(n in flags for n in names):
         return
-    flags = f"{flags} {FAST_COMPILE_FLAG}".strip()
+    flags = " ".join([flags, *FAST_COMPILE_FLAGS]).strip()
     # XLA aborts the process on a flag it does not know (a jaxlib without the option): try it
     # in a subprocess first. The workers inherit the variable; JAX reads it when it starts a
     # backend, which no test has done yet.
@@ -53,7 +61,7 @@ def _use_fast_compile_flag() -> None:
             capture_output=True,
             timeout=300,
         )
-    except (OSError, subprocess.TimeoutExpired):  # no answer: the default emitters then
+    except (OSError, subprocess.TimeoutExpired):  # no answer: the default options then
         return
     if probe.returncode == 0:
         os.environ["XLA_FLAGS"] = flags
@@ -61,7 +69,7 @@ def _use_fast_compile_flag() -> None:
 
 def pytest_configure(config):
     if not hasattr(config, "workerinput"):  # the controlling process (or a run without -n)
-        _use_fast_compile_flag()
+        _use_fast_compile_flags()
         config._jaxdp_run_cache = os.environ[_RUN_CACHE] = tempfile.mkdtemp(prefix="jaxdp-xla-")
     path = os.environ.get(_RUN_CACHE)  # (a worker on another host has none: no cache)
     if path:

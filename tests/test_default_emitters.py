@@ -1,7 +1,7 @@
-"""The suite compiles with XLA:CPU's elemental emitters (``conftest.py``: ~40% less compile
-time); users' programs compile with the default fusion emitters. Both must give the same
-numbers: each solver path (the closed-form kernels, the discrete ones, quadrature, float32,
-a gradient) is evaluated here and in a subprocess with the default emitters.
+"""The suite compiles with XLA:CPU's elemental emitters and without LLVM's expensive passes
+(``conftest.py``: ~40% less compile time); users' programs compile with the default options.
+Both must give the same numbers: each solver path (the closed-form kernels, the discrete ones,
+quadrature, float32, a gradient) is evaluated here and in a subprocess with the defaults.
 
 Run as a script, this file prints the values (``repr``, every digit) as one JSON list.
 """
@@ -21,7 +21,8 @@ import pytest
 
 import jaxdp as jd
 
-FLAG = "xla_cpu_use_fusion_emitters"
+# the suite's compile options (conftest.py), by name
+FLAGS = ("xla_cpu_use_fusion_emitters", "xla_llvm_disable_expensive_passes")
 
 
 def _values() -> list[float]:
@@ -56,10 +57,12 @@ def _values() -> list[float]:
 
 @pytest.mark.slow  # one subprocess compiling each path with the default emitters
 def test_default_emitters_give_the_same_numbers():
-    if FLAG not in os.environ.get("XLA_FLAGS", ""):
-        pytest.skip("the suite itself runs with the default emitters")
+    if not any(f in os.environ.get("XLA_FLAGS", "") for f in FLAGS):
+        pytest.skip("the suite itself runs with the default compile options")
     env = dict(os.environ)
-    env["XLA_FLAGS"] = " ".join(f for f in env["XLA_FLAGS"].split() if FLAG not in f)
+    env["XLA_FLAGS"] = " ".join(
+        f for f in env["XLA_FLAGS"].split() if not any(n in f for n in FLAGS)
+    )
     env["JAX_PLATFORMS"] = "cpu"
     root = str(Path(jd.__file__).resolve().parent.parent)
     env["PYTHONPATH"] = os.pathsep.join(p for p in (root, env.get("PYTHONPATH")) if p)

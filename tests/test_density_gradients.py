@@ -45,15 +45,22 @@ def _chernoff(kind, theta):
     return jnp.stack([r.information, r.alpha])
 
 
-# One compile per form: the Jacobian of (information, alpha) in (mean, scale) by reverse
-# mode, and the Hessian of the information (forward over reverse).
+# One program for all forms: the value, the Jacobian of (information, alpha) in (mean, scale)
+# by reverse mode, and the Hessian of the information (forward over that reverse mode, whose
+# primal outputs are the value and the Jacobian: one trace of each form, not three).
 @jax.jit
 def _derivatives(theta):
     out = {}
     for kind in ("gaussian", "closure", "mixed"):
         f = lambda t, kind=kind: _chernoff(kind, t)  # noqa: E731
-        hess = jax.hessian(lambda t, f=f: f(t)[0])(theta) if kind != "mixed" else None
-        out[kind] = (f(theta), jax.jacrev(f)(theta), hess)
+        g = lambda t, f=f: (f(t), jax.jacrev(f)(t))  # noqa: E731
+        if kind == "mixed":
+            out[kind] = (*g(theta), None)
+            continue
+        (value, jac), (_, djac) = jax.vmap(
+            lambda e, g=g: jax.jvp(g, (theta,), (e,)), out_axes=(None, 0)
+        )(jnp.eye(2))
+        out[kind] = (value, jac, djac[:, 0])  # djac[i, o, k] = d2 f_o / d theta_i d theta_k
     return out
 
 

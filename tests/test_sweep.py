@@ -417,12 +417,24 @@ def test_different_spec_same_dir_is_refused(tmp_path):
     spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
     sweep(spec, tmp_path / "d", quiet=True)
     other = dict(spec, grid={"epsilon": [1.0, 3.0]})
-    with pytest.raises(ValueError, match=r"different spec \(grid parameter 'epsilon' differs\)"):
+    with pytest.raises(
+        ValueError,
+        match=r"different spec \(grid parameter 'epsilon' differs: values \[1.0, 2.0\] "
+        r"there, values \[1.0, 3.0\] here\)",
+    ):
         sweep(other, tmp_path / "d", quiet=True)
     with pytest.raises(ValueError, match="quantities differs"):
         sweep(dict(spec, quantities=["kl_pq"]), tmp_path / "d", quiet=True)
-    with pytest.raises(ValueError, match="chunk_size=2, not 1"):
+    with pytest.raises(ValueError, match=r"chunk_size=2, not 1; resume without a chunk size"):
         sweep(spec, tmp_path / "d", chunk_size=1, quiet=True)
+    # an axis is evaluated in floating point: integer values are the same sweep (resumed)
+    assert sweep(dict(spec, grid={"epsilon": [1, 2]}), tmp_path / "d", quiet=True).computed == 0
+    # a fixed integer stays a Python int (static) in the mechanism: 1 and 1.0 are two sweeps,
+    # and the refusal names the parameter (it said only "spec differs")
+    fixed = dict(spec, grid={"epsilon": [1.0], "sensitivity": 1.0})
+    sweep(fixed, tmp_path / "f", quiet=True)
+    with pytest.raises(ValueError, match=r"'sensitivity' differs: 1.0 there, 1 here"):
+        sweep(dict(fixed, grid={"epsilon": [1.0], "sensitivity": 1}), tmp_path / "f", quiet=True)
     assert load_sweep(tmp_path / "d").values["tv"].shape == (2,)
 
 

@@ -55,9 +55,10 @@ class Axis:
         return cast_checked(out, float_dtype, f"grid axis {self.name!r}")
 
     def canonical(self) -> dict:
-        args = list(self.args)
+        # float, as the axis is evaluated: [1, 2] and [1.0, 2.0] are one sweep
+        args = [float(v) for v in self.args]
         if self.kind != "values":
-            args = [float(args[0]), float(args[1]), int(args[2])]
+            args = [args[0], args[1], int(self.args[2])]
         return {"name": self.name, self.kind: args}
 
 

@@ -82,17 +82,30 @@ def _write_header(f: IO[bytes], header: dict) -> None:
 
 
 def _describe_difference(old: Mapping, new: Mapping) -> str:
+    # compared as JSON text, as the digest is: 1 and 1.0 are equal in Python but are different
+    # sweeps (an integer fixed parameter stays a static Python int)
+    def same(a, b):
+        return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
+
     for key in ("mechanism", "quantities", "dtype", "grid"):
-        if old.get(key) != new.get(key):
+        if not same(old.get(key), new.get(key)):
             if key == "grid":
-                a = {g["name"]: g for g in old.get("grid", [])}
-                b = {g["name"]: g for g in new.get("grid", [])}
+                a = {g.get("name"): g for g in old.get("grid", [])}
+                b = {g.get("name"): g for g in new.get("grid", [])}
                 for name in list(a) + [n for n in b if n not in a]:
-                    if a.get(name) != b.get(name):
-                        return f"grid parameter '{name}' differs"
+                    if not same(a.get(name), b.get(name)):
+                        there, here = (_grid_entry(g.get(name)) for g in (a, b))
+                        return f"grid parameter '{name}' differs: {there} there, {here} here"
                 return "grid order differs"
             return f"{key} differs: {old.get(key)!r} there, {new.get(key)!r} here"
     return "spec differs"
+
+
+def _grid_entry(entry: Mapping | None) -> str:
+    if entry is None:
+        return "absent"
+    kind, value = next(((k, v) for k, v in entry.items() if k != "name"), ("?", None))
+    return json.dumps(value) if kind == "value" else f"{kind} {json.dumps(value)}"
 
 
 class Store:
@@ -200,7 +213,8 @@ class Store:
         if explicit_chunk_size and old.get("chunk_size") != manifest["chunk_size"]:
             raise ValueError(
                 f"{self.root} was written with chunk_size={old.get('chunk_size')}, not "
-                f"{manifest['chunk_size']}; resume without --chunk-size or use a new --out"
+                f"{manifest['chunk_size']}; resume without a chunk size (--chunk-size, chunk_size=) "
+                "or use a new --out"
             )
         self.chunks.mkdir(exist_ok=True)
         return old
