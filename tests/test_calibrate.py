@@ -427,10 +427,21 @@ def test_allocation_of_queries_of_very_different_sizes():
     # measured 4e-15 (both scales) and 3e-15
     np.testing.assert_allclose(np.asarray(r.scales), np.sqrt(k * s / np.sqrt(w)), rtol=1e-13)
     assert bool(r.converged) and float(r.kkt_residual) < 1e-13
-    # float32 cannot resolve so wide a range (the small scale 9% off, KKT residual 0.2): it
-    # was reported converged; now only where every query's residual is within sqrt(u)
-    r = allocate_budget(np.float32(eps), np.float32([1e-4, 1e4]), np.float32([1.0, 1.0]))
-    assert float(r.kkt_residual) > 1e-2 and not bool(r.converged)
+    # float32: beyond a variance ratio of ~1/u the total variance cannot see the small query
+    # (flat to rounding in its scale), and whether the optimiser lands on its optimum is
+    # rounding luck: sensitivities 1e-4 and 1e4 gave the small scale 9% off with KKT residual
+    # 0.2 under the default compile options (reported converged before the per-query
+    # residual), and right to 4e-6 at LLVM -O0. Converged must mean right, and every range
+    # the variance resolves must converge. (measured: converged ones <= 8.5e-7 off)
+    for lo in (1e-1, 1e-2, 1e-3, 1e-4, 1e-5):
+        s32 = np.float32([lo, 1 / lo])
+        r = allocate_budget(np.float32(eps), s32, np.float32([1.0, 1.0]))
+        want = np.sqrt(np.sum(s32.astype(float)) / (8 * eps) * s32.astype(float))
+        err = np.max(np.abs(np.asarray(r.scales, float) / want - 1))
+        if bool(r.converged):
+            assert err < 1e-5 and float(r.kkt_residual) <= np.sqrt(np.finfo(np.float32).eps)
+        else:
+            assert lo < 1e-3, (lo, err)
 
 
 def _asymmetric_gaussian(sigma, s):
