@@ -213,8 +213,8 @@ class Store:
         if explicit_chunk_size and old.get("chunk_size") != manifest["chunk_size"]:
             raise ValueError(
                 f"{self.root} was written with chunk_size={old.get('chunk_size')}, not "
-                f"{manifest['chunk_size']}; resume without a chunk size (--chunk-size, chunk_size=) "
-                "or use a new --out"
+                f"{manifest['chunk_size']}; resume without a chunk size (--chunk-size, "
+                "chunk_size=) or use a new --out"
             )
         self.chunks.mkdir(exist_ok=True)
         return old
