@@ -42,8 +42,8 @@ function                            value                                       
 All functions are pure ``jax.numpy``: they broadcast, ``jit``, ``vmap`` and differentiate, and
 the output dtype follows the input (float32 works; integers promote to the default float).
 Negative ``eps`` (or ``c``, ``delta`` outside ``[0, 1]``, a non-integer or ``n < 1``) raises
-``ValueError`` naming the argument when the value is concrete; under tracing no value check is
-made. Units are nats.
+``ValueError`` naming the argument when the value is concrete; under tracing (``jit``, ``vmap``,
+``grad``) such a value gives NaN. Units are nats.
 """
 
 from __future__ import annotations
@@ -137,6 +137,16 @@ def _unit_interval(x: ArrayLike, name: str) -> None:
     _check_range(x, name, upper=1.0)
 
 
+#: Where each check above fails, for traced values (see :func:`_checked`).
+_INVALID: dict[Callable, Callable[[jax.Array], jax.Array]] = {
+    _nonnegative: lambda x: ~(x >= 0),
+    _not_nan: jnp.isnan,
+    _positive: lambda x: ~(x > 0),
+    _unit_interval: lambda x: ~((x >= 0) & (x <= 1)),
+    _check_count: lambda n: ~((n >= 1) & (n == jnp.round(n)) & jnp.isfinite(n)),
+}
+
+
 #: Largest work array (bytes) that :func:`max_tv_eps_dp` and
 #: :func:`jaxdp.best_advantage_laplace` allocate; larger requests are refused up front.
 _MAX_WORK_BYTES = 4 * 2**30
@@ -169,8 +179,20 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
     """
 
     def decorate(fn: Callable) -> Callable:
-        kernel = jax.jit(fn)
         signature = inspect.signature(fn)
+
+        def masked(*args, **kwargs):
+            # traced arguments skip the checks: NaN where one is out of range (the formulas
+            # are even or odd in eps: a negative traced eps gave a value, or a negative TV)
+            bound = signature.bind(*args, **kwargs)
+            bad = jnp.zeros((), bool)
+            for name, check in checks.items():
+                if name in bound.arguments:
+                    bad = bad | _INVALID[check](jnp.asarray(bound.arguments[name]))
+            nan_where_bad = functools.partial(jnp.where, bad, jnp.nan)
+            return jax.tree_util.tree_map(nan_where_bad, fn(*args, **kwargs))
+
+        kernel = jax.jit(masked)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
@@ -496,7 +518,7 @@ def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array, d: jax.Array) -> jax.Arra
     v^{2j+1}/(2j+1)`` (no cancellation); elsewhere the direct form loses at most ~1/|v| ulp.
     ``d = x - m`` is passed in, computed by the caller without rounding ``m`` first (see
     :func:`_binom_log_pmf`). ``m`` is passed directly (``exp(log m)`` would cost ``|log m|``
-    ulp of ``x - m``) and ``log m`` separately, used only where ``m`` underflows to 0.
+    ulp of ``x - m``) and ``log m`` separately, used where ``m`` is tiny (see below).
     """
     near = jnp.abs(d) < 0.1 * (x + m)
     v = jnp.where(near, d / (x + m), 0.0)
@@ -508,12 +530,16 @@ def _bd0(x: jax.Array, m: jax.Array, log_m: jax.Array, d: jax.Array) -> jax.Arra
     # log(x/m): the rounding of x/m costs x u/2 absolute in x log(x/m) (float32: 2.4e-6 in
     # log pmf at x = 40); log1p(d/m) costs ~u |log(x/m)| relative, i.e. ~0.2 x u absolute at
     # the switch |v| = 0.1, and is used while 1 + d/m does not cancel
-    ms = jnp.where(m > 0, m, 1.0)
-    close = (m > 0) & (d > -0.5 * ms)
+    # Below tiny^(1/4) (float32 3e-10, where log(x/m) > 21) log m is taken from log_m: the
+    # reverse-mode derivatives of d/m and x/m square m, which flushed to 0 for m < 1e-19 in
+    # float32 (gradients nan at eps 44..87); log x - log m is as accurate there.
+    ordinary = m > jnp.finfo(m.dtype).tiny ** 0.25
+    ms = jnp.where(ordinary, m, 1.0)
+    close = ordinary & (d > -0.5 * ms)
     log_ratio = jnp.where(
         close,
         jnp.log1p(jnp.where(close, d / ms, 0.0)),
-        jnp.where(m > 0, jnp.log(x / ms), jnp.log(x) - log_m),
+        jnp.where(ordinary, jnp.log(x / ms), jnp.log(x) - log_m),
     )
     return jnp.where(near, series, x * log_ratio - d)
 
@@ -631,6 +657,7 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
 def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int) -> jax.Array:
     """Kernel of :func:`max_tv_eps_dp`: the sum over ``k_lo <= k < k_lo + terms``, masked."""
     (eps,) = _inexact(eps)
+    bad = ~(eps >= 0)  # (traced: the checks were skipped)
     inf = jnp.isinf(eps)
     # (a finite stand-in where eps = inf, whose result is set below: inf in the sum made the
     # gradient there nan, though the value is the constant 1)
@@ -661,4 +688,4 @@ def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int)
     middle = jnp.exp(_binom_log_pmf(jnp.where(even, 0.5 * n0, n0), n0, eps))
     rest = 2.0 * far + jnp.where(even, middle, 0.0)
     tv = jnp.where(rest < 0.5, 1.0 - rest, jnp.minimum(tv, 1.0))  # (rounding: 1 + ulp)
-    return jnp.where(inf, 1.0, tv)
+    return jnp.where(bad, jnp.nan, jnp.where(inf, 1.0, tv))

@@ -82,9 +82,10 @@ forms themselves cancel O(1) terms there, e.g. ``eq31`` at ``eps = alpha = 0.5``
 Negative ``eps`` (and ``b <= 0``, ``theta <= 0``, ``alpha <= 0`` in ``eq32``, ``delta``
 outside ``[0, 1]``, ``c < 0``, non-integer or ``q < 1``, NaN anywhere) raises ``ValueError``
 naming the argument when the value is concrete, and a non-real argument (a string, ``None``,
-a complex number) ``TypeError``; under ``jit`` no value check is made and the formula's own
-NaN/inf comes out. Where the printed expression has a limit at an infinite or zero argument
-(``eq43(inf) = -1``, ``fig2_ub1(0) = inf``, ``eq34`` at ``theta = inf``) the limit is returned.
+a complex number) ``TypeError``; under ``jit`` (traced values) such an argument gives NaN (the
+formulas themselves, even in ``eps``, gave values there). Where the printed expression has a
+limit at an infinite or zero argument (``eq43(inf) = -1``, ``fig2_ub1(0) = inf``, ``eq34`` at
+``theta = inf``) the limit is returned.
 """
 
 from __future__ import annotations

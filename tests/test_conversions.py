@@ -376,6 +376,22 @@ def test_gradients_match_finite_differences(name):
     check_grads(SMOOTH[name], (GRID,), order=1, modes=modes)
 
 
+def test_out_of_range_traced_arguments_give_nan():
+    # the checks skip traced values; the formulas, even or odd in eps, gave values there
+    # (max_tv_eps_dp(-1, 3) = -0.64 under jit, max_kl_eps_dp(-1) = 0.46; found by a QA pass)
+    values = jax.jit(lambda e: {k: f(e) for k, f in SMOOTH.items()})(-1.0)
+    assert all(np.isnan(v) for v in values.values()), values
+    more = jax.jit(
+        lambda a, d, n: (
+            cv.max_neg_log_bc_eps_dp(1.0, a),
+            cv.max_tv_eps_delta_dp(1.0, d),
+            cv.max_tv_eps_dp_chernoff_bound(1.0, n),
+        )
+    )
+    assert np.isnan(more(1.5, 0.5, 2.0)[0]) and np.isnan(more(0.5, -0.1, 2.0)[1])
+    assert np.isnan(more(0.5, 0.5, 2.5)[2]) and not np.isnan(more(0.5, 0.5, 2.0)).any()
+
+
 def test_gradients_at_zero_are_finite_and_exact():
     @jax.jit
     def grads(e):
@@ -523,6 +539,31 @@ def _mp_slope(f, x, dps=200):
     with mp.workdps(dps):
         h = mp.mpf(10) ** -40
         return (f(mp.mpf(x) + h) - f(mp.mpf(x) - h)) / (2 * h)
+
+
+def test_float32_gradients_of_the_n_fold_advantage_near_one():
+    # float32: the binomial pmf's deviance divided by n q = n/(1 + e^eps) in reverse mode,
+    # which squares it: flushed to 0 beyond eps ~44, the slope came out nan for eps 44..87
+    # (found by a QA pass), and half the true value for n = 3 at eps = 40 and 44. The slope of
+    # TV = 1 - (1 - TV) is that of 1 - TV, a sum of the binomial terms below.
+    def rr(e, n):  # TV of n-fold randomized response
+        p = mp.exp(e) / (1 + mp.exp(e))
+        q = 1 - p
+        return mp.fsum(
+            mp.binomial(n, k) * (p**k * q ** (n - k) - q**k * p ** (n - k))
+            for k in range(n // 2 + 1, n + 1)
+        )
+
+    tiny = float(np.finfo(np.float32).tiny)
+    for n in (1, 2, 3):
+        grad = jax.jit(jax.grad(lambda x, n=n: cv.max_tv_eps_dp(x, n)))
+        for x in (30.0, 40.0, 44.0, 50.0, 60.0, 87.0, 88.0, 100.0):
+            got = float(grad(np.float32(x)))
+            want = float(_mp_slope(lambda e, n=n: rr(e, n), x, dps=120))
+            if want > 8 * tiny:  # measured <= 5.3e-6 relative (n = 3, eps = 40)
+                assert abs(got - want) <= 1e-5 * want, (n, x, got, want)
+            else:  # at or below float32's smallest normal number: 0 or as small
+                assert 0.0 <= got <= 8 * tiny, (n, x, got, want)
 
 
 def test_gradients_where_the_advantage_is_within_an_ulp_of_one():

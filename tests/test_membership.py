@@ -439,6 +439,9 @@ def test_geometric_edges_float32_jit_and_validation():
     f = jax.jit(lambda e: mb.best_advantage_geometric(e, 3, sensitivity=2))
     np.testing.assert_allclose(f(jnp.asarray(eps)), geo(eps, 3, 2), rtol=1e-15)
     assert np.all(np.isnan(f(-jnp.asarray(eps))))  # under jit: NaN (documented policy)
+    # also through the sensitivity-1 path (max_tv_eps_dp), which gave -0.64 at eps = -1
+    g = jax.jit(lambda e: mb.best_advantage_geometric(e, 3, sensitivity=1))
+    assert np.all(np.isnan(g(-jnp.asarray(eps))))
     with pytest.raises(ValueError, match="epsilon"):
         mb.best_advantage_geometric(-0.1, 2, sensitivity=2)
     with pytest.raises(ValueError, match="epsilon"):

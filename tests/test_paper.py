@@ -499,6 +499,19 @@ def test_jit_equals_eager(name):
     np.testing.assert_allclose(ev(jax.jit(f), *CALLS[name]), eager, rtol=1e-13, atol=1e-300)
 
 
+def test_out_of_range_traced_arguments_give_nan():
+    # the checks skip traced values: NaN, not the formula's value at a negative eps
+    def bad_args(name):
+        args = CALLS[name]
+        if name in ("eq34", "eq35"):  # (shift may be negative: a negative scale instead)
+            return (args[0], -1.5, args[2])
+        return (-np.asarray(args[0]), *args[1:])
+
+    args = {n: bad_args(n) for n in CALLS}  # (jit arguments: traced, so not checked)
+    values = jax.jit(lambda args: {n: getattr(paper, n)(*a) for n, a in args.items()})(args)
+    assert all(np.isnan(v).all() for v in values.values()), values
+
+
 @pytest.mark.parametrize("name", sorted(CALLS))
 def test_float32(name):
     # float32 in -> float32 out (checked in ev). Documented accuracy: relative 3e-6, or
