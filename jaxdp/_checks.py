@@ -35,6 +35,11 @@ def as_array(x, name: str):
         arr = jnp.asarray(x)
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a real number or array, got {type(x).__name__}") from None
+    except OverflowError:  # a Python int beyond JAX's integers (was JAX's message, unnamed)
+        dtype = jnp.asarray(0).dtype
+        raise ValueError(
+            f"{name} holds an integer outside the range of {dtype}; pass it as a float"
+        ) from None
     if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
     return arr

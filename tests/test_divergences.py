@@ -863,6 +863,13 @@ def test_non_numeric_arguments_raise_errors_that_name_them():
     for make, name in cases:
         with pytest.raises(TypeError, match=f"^{name} must be a real number or array"):
             make()
+    # Python ints beyond int64: JAX's OverflowError, which named no argument (QA pass)
+    for make, name in (
+        (lambda: jd.Laplace(0.0, 10**40), "Laplace: scale"),
+        (lambda: jd.best_advantage_geometric(1.0, 2, sensitivity=2**63), "sensitivity"),
+    ):
+        with pytest.raises(ValueError, match=f"^{name} holds an integer outside the range"):
+            make()
     with pytest.raises(ValueError, match="shift and theta: batch shapes"):
         jd.mechanisms.adversarial_laplace(jnp.ones(3), shift=jnp.ones(2), theta=1.0)
     with pytest.raises(ValueError, match="Density: breakpoints contains NaN"):

@@ -446,6 +446,8 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
         sweep(spec, tmp_path / "f", quiet=True)
     with Store(tmp_path / "b").locked(), pytest.raises(ValueError, match="in use"):
         sweep(spec, tmp_path / "b", quiet=True)
+    with pytest.raises(ValueError, match=r"notes.txt is a file, not a directory; use a new"):
+        sweep(spec, tmp_path / "f" / "notes.txt", quiet=True)  # (was "[Errno 17] File exists")
     # no manifest: nothing was ever started there (it said "has not finished; run it again
     # to resume", also for a directory that does not exist: QA pass)
     for d in ("b", "f", "nowhere"):
@@ -690,6 +692,34 @@ def test_damaged_manifest_is_named_in_one_line(tmp_path, text, why, capsys):
     (out / "results.npz").write_bytes(b"")
     with pytest.raises(ValueError, match=re.escape(str(out / "manifest.json"))):
         load_sweep(out)
+
+
+@pytest.mark.parametrize(
+    ("spec", "why"),
+    [
+        ("x", "its manifest's spec is a JSON str"),  # was an AttributeError traceback
+        ({"grid": "abc"}, "grid parameter 'epsilon' differs: absent there"),
+        (
+            {"grid": [1, {"name": "epsilon", "value": 1}]},
+            "grid parameter 'epsilon' differs: 1 there, values [1.0, 2.0, 3.0] here",
+        ),
+    ],
+)
+def test_hand_edited_manifest_spec_is_refused_in_one_line(tmp_path, spec, why, capsys):
+    from jaxdp.sweep.spec import parse_spec
+    from jaxdp.sweep.storage import FORMAT
+
+    spec_file = tmp_path / "tiny.toml"
+    spec_file.write_text(TINY_TOML)
+    out = tmp_path / "m"
+    (out / "chunks").mkdir(parents=True)
+    if isinstance(spec, dict):  # the rest of the spec as it is
+        spec = {**parse_spec(str(spec_file)).canonical(), **spec}
+    manifest = {"format": FORMAT, "spec_sha256": "0", "spec": spec}
+    (out / "manifest.json").write_text(json.dumps(manifest))
+    assert cli.main(["sweep", str(spec_file), "--out", str(out), "--quiet"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("jaxdp: error: ") and f"a different spec ({why}" in err, err
 
 
 def test_memory_does_not_grow_with_the_number_of_chunks(tmp_path, monkeypatch):

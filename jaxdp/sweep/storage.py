@@ -87,11 +87,20 @@ def _describe_difference(old: Mapping, new: Mapping) -> str:
     def same(a, b):
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
+    def entries(spec):  # (a hand-edited manifest may hold anything: no traceback)
+        grid = spec.get("grid") if isinstance(spec, Mapping) else None
+        return (
+            {g.get("name"): g for g in grid if isinstance(g, Mapping)}
+            if isinstance(grid, list)
+            else {}
+        )
+
+    if not isinstance(old, Mapping):
+        return f"its manifest's spec is a JSON {type(old).__name__}"
     for key in ("mechanism", "quantities", "dtype", "grid"):
         if not same(old.get(key), new.get(key)):
             if key == "grid":
-                a = {g.get("name"): g for g in old.get("grid", [])}
-                b = {g.get("name"): g for g in new.get("grid", [])}
+                a, b = entries(old), entries(new)
                 for name in list(a) + [n for n in b if n not in a]:
                     if not same(a.get(name), b.get(name)):
                         there, here = (_grid_entry(g.get(name)) for g in (a, b))
@@ -121,6 +130,8 @@ class Store:
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
         """Hold an exclusive advisory lock on the directory (released even on SIGKILL)."""
+        if self.root.exists() and not self.root.is_dir():  # (mkdir said "[Errno 17] File exists")
+            raise ValueError(f"{self.root} is a file, not a directory; use a new --out")
         self.root.mkdir(parents=True, exist_ok=True)
         fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         try:
