@@ -35,7 +35,7 @@ _RUN_CACHE = "JAXDP_TEST_RUN_XLA_CACHE"
 # 2 cores: 555 -> 342 s at e6760a1; programs 2-3.5x slower), and LLVM without its expensive
 # passes (test_density_gradients.py alone: 84 -> 71 CPU-s). Users get the defaults (what
 # jaxdp is tuned and benchmarked with). tests/test_default_emitters.py checks that both give
-# the same numbers, to the last bit, on every solver path. (LLVM at -O0 would cut another 25%
+# the same numbers, to the last bit, on every solver path. (LLVM at -O0 would cut another 20%
 # but changes the last bits of some results, and a float32 allocation 9% off with the
 # default options came out right: the tests would check programs users never run.)
 # JAXDP_TEST_DEFAULT_EMITTERS=1 runs the suite with the default options.
