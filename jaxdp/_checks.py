@@ -61,6 +61,15 @@ def as_inexact(*xs, names=None):
     return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
 
 
+def as_given(raw, converted):
+    """The values to validate: ``converted`` where concrete; else ``raw`` (the argument as
+    given) where that is concrete, as ``converted``'s dtype: under an outer ``jit`` even a
+    constant argument becomes a tracer once converted, and its checks would be skipped."""
+    if is_concrete(converted) or not is_concrete(raw):
+        return converted
+    return np.asarray(jax.device_get(raw), dtype=converted.dtype)
+
+
 def _check_real(name: str, x) -> None:
     if jnp.issubdtype(x.dtype, jnp.complexfloating):
         raise TypeError(f"{name} must be real numbers, got a {x.dtype} array")

@@ -215,14 +215,29 @@ def test_tv_composed_geometric_vs_mpmath():
         assert rel_err(p[i], ref) < RTOL, i
     # tiny budgets: each Z is 0 or s with probability 1/2 as eps -> 0, so TV ~ eps E[(n - 2
     # Bin(n, 1/2))_+] = 3 eps / 4 for n = 3, whatever the sensitivity
+    # (under an outer jit: a constant sensitivity there was refused as traced)
     tiny = np.array([1e-300, 1e-200, 1e-100])
-    r = calibrate("geometric", tiny, metric="tv", compositions=n, sensitivity=2)
+    r = jax.jit(lambda b: calibrate("geometric", b, metric="tv", compositions=n, sensitivity=2))(
+        tiny
+    )
     assert np.asarray(r.converged).all()
     np.testing.assert_allclose(r.parameter, tiny / 0.75, rtol=1e-12)
     with pytest.raises(TypeError, match="sensitivity must be concrete"):
         jax.jit(lambda s: calibrate("geometric", 0.1, metric="tv", compositions=2, sensitivity=s))(
             2.0
         )
+    # constants under an outer jit are checked like eager values (they were skipped, and 2.5
+    # sized the sum as 2)
+    for s, match in (
+        (2.5, "hold integer values, got 2.5"),
+        (-1.0, "be positive and finite, got -1"),
+    ):
+        with pytest.raises(ValueError, match=f"sensitivity must {match}"):
+            jax.jit(
+                lambda b, s=s: calibrate("geometric", b, metric="tv", compositions=2, sensitivity=s)
+            )(0.1)
+    with pytest.raises(ValueError, match="budget must be >= 0"):
+        jax.jit(lambda s: calibrate("laplace", -0.1, sensitivity=s))(1.0)
 
 
 def test_round_trip_through_the_engine():
@@ -360,6 +375,66 @@ def test_gradients_laplace_against_finite_differences():
     _, only_s = jvp((b, jnp.asarray(s)), (jnp.zeros_like(b), ds))
     np.testing.assert_allclose(np.asarray(only_s), np.asarray(p) * 0.3 / s, rtol=1e-10)
 
+
+def _mp_second_derivative(name, metric, n, c, s, t1, t2, guess):
+    """``t1' H t2`` for the root ``p(c, s)`` of ``n m(p, s) = c``, ``t = (dc, ds)``: the
+    implicit function theorem differentiated twice, on the closed form's derivatives."""
+    with mp.workdps(40):
+        F = lambda p, s: n * mp_metric(name, metric, p, s)  # noqa: E731
+        p = mp_calibrate(name, metric, c, guess, s=s, n=n)
+        s = mp.mpf(s)
+        d = lambda i, j: mp.diff(F, (p, s), (i, j))  # noqa: E731
+        fp, fs, fpp, fps, fss = d(1, 0), d(0, 1), d(2, 0), d(1, 1), d(0, 2)
+        pc, ps = 1 / fp, -fs / fp
+        pcc = -fpp * pc**2 / fp
+        pcs = -(fpp * ps + fps) * pc / fp
+        pss = -(fpp * ps**2 + 2 * fps * ps + fss) / fp
+        h = [[pcc, pcs], [pcs, pss]]
+        return sum(t1[i] * h[i][j] * t2[j] for i in range(2) for j in range(2))
+
+
+@pytest.mark.parametrize(("name", "metric", "n", "s"), [("laplace", "kl", 1, 1.5)])
+def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s):
+    # The implicit-function JVP read the solver's parameter and slope as constants, so
+    # jax.hessian / grad(grad) came out silently wrong (d^2 sigma/dc^2 = 0 for the Gaussian).
+    # Forward over forward, two different directions in (budget, sensitivity).
+    c = jnp.asarray([1e-3, 0.3, 4.0])
+    t1, t2 = (1.0, 0.7), (0.5, -1.1)
+
+    def f(c, s):
+        return calibrate(name, c, sensitivity=s, compositions=n, metric=metric).parameter
+
+    def df(c, s):
+        return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
+
+    got = np.asarray(jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1])
+    p = np.asarray(f(c, s))
+    ref = [
+        _mp_second_derivative(name, metric, n, ci, s, t1, t2, pi)
+        for ci, pi in zip(np.asarray(c), p, strict=True)
+    ]
+    errs = [rel_err(g, r) for g, r in zip(got, ref, strict=True)]
+    assert max(errs) < 1e-12, errs
+
+
+def test_second_derivatives_of_randomized_response_closed_form():
+    # C of n binary randomized responses = n log cosh(eps/2): eps(c) = 2 acosh(e^(c/n)).
+    # (Not at large c/n, where eps is nearly linear in c: the log-parameter rule's two terms
+    # of d^2 eps/dc^2 cancel there, 4.6e-9 relative at c/n = 10; see the module doc.)
+    n = 3
+    c = jnp.asarray([1e-4, 0.05, 2.0, 6.0])
+    hess = jax.vmap(
+        jax.hessian(lambda c: calibrate("randomized_response", c, compositions=n).parameter)
+    )
+    got = np.asarray(hess(c))
+    with mp.workdps(40):
+        eps = lambda c: 2 * mp.acosh(mp.exp(c / n))  # noqa: E731
+        ref = [mp.diff(eps, mp.mpf(float(ci)), 2) for ci in np.asarray(c)]
+    errs = [rel_err(g, r) for g, r in zip(got, ref, strict=True)]
+    assert max(errs) < 1e-12, errs
+
+
+# --------------------------------------------------------------------------------------------
 
 # --------------------------------------------------------------------------------------------
 # callables
@@ -578,6 +653,30 @@ def test_randomized_response_at_extreme_budgets():
     np.testing.assert_allclose(r.parameter[:3], np.sqrt(8 * np.asarray(tiny)), rtol=1e-12)
     np.testing.assert_allclose(r.parameter[3:], 2 * (np.asarray(huge) + np.log(2)), rtol=1e-12)
     assert bool(jnp.all(r.achieved <= jnp.concatenate([tiny, huge])))
+
+
+@pytest.mark.parametrize(
+    "mechanism, n", [("laplace", 2), ("randomized_response", 3), ("geometric", 3), ("gaussian", 2)]
+)
+def test_tv_budgets_within_ulps_of_one(mechanism, n):
+    # log m is flat there: Newton on it crawled (17-27 steps at 1 - 1e-10), its steps below
+    # rounding never met the tolerance, and its nudges could not move m: the last budgets
+    # ran out of steps with achieved nan. (Same shape as the test below: shared compiles.)
+    budget = np.array([1 - 1e-5, 1 - 1e-10, 1 - 1e-15, np.nextafter(1.0, 0.0)])
+    r = jd.calibrate(mechanism, budget, metric="tv", compositions=n)
+    assert np.asarray(r.converged).all()
+    achieved = np.asarray(r.achieved)
+    assert np.all(achieved <= budget) and np.all(achieved >= budget * (1 - 1.5e-8))
+    assert np.asarray(r.iterations).max() <= 8, r.iterations
+    if mechanism == "gaussian":  # sigma = sqrt(n) / (2 sqrt(2) erfinv(c)), as documented:
+        # within 1e-4 sqrt(u) + 20 u / eta, eta = |d log TV / d log sigma|
+        u = np.finfo(np.float64).eps
+        for b, p in zip(budget, np.asarray(r.parameter), strict=True):
+            with mp.workdps(40):
+                t = mp.sqrt(2) * mp.erfinv(mp.mpf(b))  # = D sqrt(n) / (2 sigma)
+                eta = 2 * mp.npdf(t) * t / mp.mpf(b)
+                err = rel_err(p, mp.sqrt(n) / (2 * t))
+            assert err <= 1e-4 * math.sqrt(u) + 20 * u / float(eta), (b, err)
 
 
 @pytest.mark.parametrize(
