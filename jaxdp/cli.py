@@ -18,7 +18,9 @@ instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing
 Errors: any ``ValueError``/``TypeError``/``OSError``/``OverflowError``/``MemoryError``, or a
 JAX runtime error (``jax.errors.JaxRuntimeError``, e.g. XLA's ``RESOURCE_EXHAUSTED`` when an
 array does not fit memory), raised while parsing or running a command is printed as a single
-line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback.
+line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback. So is Ctrl-C
+(``jaxdp: error: interrupted``), wherever it lands (the console script's entry point,
+``_jaxdp_launcher``, installs the handler before jaxdp and JAX are imported).
 """
 
 from __future__ import annotations
@@ -103,9 +105,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    # (Ctrl-C while the command modules load, or in the parser: one line too; before main
-    # runs, while Python imports jaxdp itself, the interpreter's own handler still prints
-    # its traceback)
+    # (Ctrl-C while the command modules load, or in the parser: one line too. The console
+    # script enters through _jaxdp_launcher, whose SIGINT handler ends the process at once
+    # from the start, also while Python imports jaxdp; see its docstring for why)
     try:
         import jax
 

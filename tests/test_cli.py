@@ -128,3 +128,28 @@ def test_interrupt_while_the_commands_load_is_one_line(monkeypatch, capsys):
     monkeypatch.setattr(cli, "build_parser", interrupted)
     assert cli.main(["chernoff", "laplace", "--epsilon", "1"]) == 2
     assert capsys.readouterr().err.strip() == "jaxdp: error: interrupted"
+
+
+@pytest.mark.parametrize("delay", [0.3, 2.5])
+def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(delay):
+    # The installed `jaxdp` script, SIGINT while it imports jaxdp and JAX (a traceback), and
+    # while it compiles/runs (one line, then SIGSEGV in the interpreter's shutdown: exit 139;
+    # or the interrupt swallowed in a GC callback and the command run to its end)
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+
+    script = Path(sys.executable).with_name("jaxdp")
+    cmd = [str(script)] if script.exists() else [sys.executable, "-m", "_jaxdp_launcher"]
+    argv = ["chernoff", "randomized_response", "--epsilon", "1", "--epsilon", "2"]
+    env = {**os.environ, "JAXDP_COMPILE_CACHE": "off"}
+    proc = subprocess.Popen(
+        [*cmd, *argv, "--k", "4000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
+    )
+    time.sleep(delay)
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, err.decode()) == (2, "jaxdp: error: interrupted\n"), out
