@@ -621,21 +621,26 @@ def test_damaged_chunk_is_computed_again(tiny, damage, capsys):
     assert Store(out).chunk_problem(Path(chunk), {"tv": 1}) is None
 
 
+def _flip_last_byte(path: Path, member: str) -> None:
+    """Change the last byte of an npz member's values (its header and the zip's intact)."""
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo(member)
+    data = bytearray(path.read_bytes())
+    name_len, extra_len = struct.unpack(
+        "<HH", data[info.header_offset + 26 : info.header_offset + 30]
+    )
+    start = info.header_offset + 30 + name_len + extra_len
+    data[start + info.compress_size - 1] ^= 0xFF
+    path.write_bytes(bytes(data))
+
+
 def test_chunk_damaged_inside_its_data(tiny, capsys):
     # headers intact, one byte of the values changed: the CRC tells (was a BadZipFile traceback
     # when results.npz was written)
     spec, out, want = tiny
     (out / "results.npz").unlink()
     chunk = out / "chunks" / "000002.npz"
-    with zipfile.ZipFile(chunk) as zf:
-        info = zf.getinfo("tv.npy")
-    data = bytearray(chunk.read_bytes())
-    name_len, extra_len = struct.unpack(
-        "<HH", data[info.header_offset + 26 : info.header_offset + 30]
-    )
-    start = info.header_offset + 30 + name_len + extra_len
-    data[start + info.compress_size - 1] ^= 0xFF  # the last byte of tv's values
-    chunk.write_bytes(bytes(data))
+    _flip_last_byte(chunk, "tv.npy")
     with pytest.raises(ValueError) as e:  # (a chunk too large to check in full up front)
         Store(out).read_chunk(2, 3, "tv", 1)
     assert str(e.value) == (
@@ -663,6 +668,46 @@ def test_damaged_results_npz_is_rebuilt(tiny, capsys):
     err = capsys.readouterr().err.strip().splitlines()
     assert err == [f"jaxdp: note: {results} is unreadable (File is not a zip file): rebuilding it"]
     np.testing.assert_array_equal(load_sweep(out).values["tv"], want)
+    # bytes changed inside the values, headers intact: passed as finished ("all chunks were
+    # already done") while load_sweep refused it
+    _flip_last_byte(results, "tv.npy")
+    with pytest.raises(ValueError, match="Bad CRC-32"):
+        load_sweep(out)
+    capsys.readouterr()
+    assert sweep(spec, out, quiet=True).computed == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == [
+        f"jaxdp: note: {results} is unreadable (Bad CRC-32 for file 'tv.npy'): rebuilding it"
+    ]
+    np.testing.assert_array_equal(load_sweep(out).values["tv"], want)
+    # (that small a member is read whole with its header, which checks its CRC: a member
+    # larger than the zip reader's buffer passed until every member's CRC was checked)
+    store = Store(out.parent / "big")
+    store.root.mkdir()
+    big = store.results_path
+    strings = {k: np.array([], dtype="<U1") for k in ("_axes", "_fixed", "_quantities")}
+    np.savez(big, tv=np.zeros(10**5), **strings)
+    assert store.results_problem(["tv"], (10**5,)) is None
+    _flip_last_byte(big, "tv.npy")
+    assert store.results_problem(["tv"], (10**5,)) == "Bad CRC-32 for file 'tv.npy'"
+    # a hand-edited chunk or block size: one line naming the manifest (0 divided by zero,
+    # -5 wrote empty arrays as the results, 'abc' failed in int() unnamed)
+    manifest = out / "manifest.json"
+    good = manifest.read_text()
+    for key, value in (
+        ("chunk_size", 0),
+        ("chunk_size", -5),
+        ("chunk_size", "abc"),
+        ("block_size", None),
+    ):
+        manifest.write_text(json.dumps({**json.loads(good), key: value}))
+        assert cli.main(["sweep", str(spec), "--out", str(out), "--quiet"]) == 2
+        (line,) = capsys.readouterr().err.strip().splitlines()
+        assert line == (
+            f"jaxdp: error: {manifest} is damaged ({key} is {value!r}, not a positive integer); "
+            "restore it or use a new --out"
+        )
+    manifest.write_text(good)
     # damaged and its chunks gone: computed again
     results.write_bytes(results.read_bytes()[:-10])
     for p in (out / "chunks").iterdir():

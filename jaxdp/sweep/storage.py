@@ -221,6 +221,14 @@ class Store:
                 f"{self.root} was started with jaxdp {old.get('jaxdp_version')}, this is jaxdp "
                 f"{manifest['jaxdp_version']}; finish it with that version or use a new --out"
             )
+        for key in ("chunk_size", "block_size"):  # (hand-edited: 0 divided by zero, -5 wrote
+            # empty arrays as results, 'abc' failed in int() without naming the file)
+            value = old.get(key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ValueError(
+                    f"{self.root / MANIFEST} is damaged ({key} is {value!r}, not a positive "
+                    "integer); restore it or use a new --out"
+                )
         if explicit_chunk_size and old.get("chunk_size") != manifest["chunk_size"]:
             raise ValueError(
                 f"{self.root} was written with chunk_size={old.get('chunk_size')}, not "
@@ -335,11 +343,19 @@ class Store:
         return self.root / RESULTS
 
     def results_problem(self, quantities: Sequence[str], shape: tuple[int, ...]) -> str | None:
-        """Why ``results.npz`` cannot be used (from its headers), or ``None``."""
+        """Why ``results.npz`` cannot be used, or ``None``: its headers, then every member's
+        CRC (bytes changed inside the values passed the headers, so a rerun kept a file that
+        :func:`load_sweep` refused)."""
         try:
             headers = npz_headers(self.results_path)
+            with zipfile.ZipFile(self.results_path) as zf:
+                bad = zf.testzip()
         except ValueError as e:
             return str(e)
+        except (OSError, EOFError, zipfile.BadZipFile) as e:
+            return error_line(e)
+        if bad is not None:
+            return f"Bad CRC-32 for file {bad!r}"
         for name in ("_axes", "_fixed", "_quantities"):
             if name not in headers:
                 return f"no array '{name}'"
