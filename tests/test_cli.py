@@ -18,6 +18,19 @@ def test_chernoff_command_json(capsys):
         assert math.isclose(r["tv"], -math.expm1(-t / 2), rel_tol=1e-12)
 
 
+def test_chernoff_command_flags_pairs_it_did_not_solve(capsys):
+    # a shift ~1e308 scales: the solver's converged=False was dropped (exit 0, nothing shown)
+    argv = ["chernoff", "adversarial_laplace", "--epsilon", "1", "--theta", "1e-5"]
+    argv += ["--shift=-1.7e308", "--shift", "2", "--json"]
+    assert main(argv) == 1
+    out, err = capsys.readouterr()
+    assert [r["converged"] for r in json.loads(out)] == [False, True]
+    assert err == (
+        "jaxdp: warning: the Chernoff solver did not converge for row(s) 1: chernoff and alpha "
+        "there are not certified\n"
+    )
+
+
 def test_chernoff_command_table(capsys):
     assert main(["chernoff", "randomized_response", "--epsilon", "2"]) == 0
     out = capsys.readouterr().out.splitlines()

@@ -254,7 +254,7 @@ def test_discrete_laplace_tv_with_a_far_narrower_q():
 
 def test_continuous_tv_far_apart_and_overflowing_offsets():
     # Gaussian: (delta/s2)^2 overflowed past ~1e154 (nan); Laplace: m2 - m1 overflowed to inf
-    # for locations ~1e308 of opposite signs (TV 0). Both are 1.
+    # for locations ~1e308 of opposite signs (TV 0). All are 1.
     G, L = jd.Gaussian, jd.Laplace
     far = [
         (G(0.0, 1.0), G(1.4e154, 1.0)),
@@ -263,6 +263,8 @@ def test_continuous_tv_far_apart_and_overflowing_offsets():
         (G(0.0, 2.0), G(1e3, 0.5)),
         (L(-9e307, 1.0), L(9e307, 1.0)),
         (L(0.0, 1.0), L(1e300, 1.0)),
+        # the crossings' offsets d/b2 overflowed: no valid piece, TV 0 (QA pass, via the CLI)
+        (L(0.0, 1.0), L(1e304, 1e-5)),
     ]
     for P, Q in far:
         assert float(jd.tv(P, Q)) == 1.0 and float(jd.tv(Q, P)) == 1.0

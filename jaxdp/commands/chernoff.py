@@ -4,6 +4,11 @@ Example::
 
     jaxdp chernoff laplace --epsilon 0.1 --epsilon 1
     jaxdp chernoff adversarial_laplace --epsilon 1 --shift 2 --theta 1.5 --json
+
+Exit status: 0 when the Chernoff solver converged for every pair (or its information
+overflowed to ``inf``, the right value beyond the largest float), 1 otherwise (a one-line
+warning on stderr names the rows; JSON rows carry the solver's ``converged``), 2 on bad
+arguments.
 """
 
 from __future__ import annotations
@@ -11,6 +16,7 @@ from __future__ import annotations
 import argparse
 import inspect
 import json
+import sys
 
 import numpy as np
 
@@ -90,16 +96,33 @@ def run(args: argparse.Namespace) -> int:
         }
         for i in range(n)
     ]
+    # (a pair the solver did not resolve, e.g. a shift ~1e308 scales: printed with exit 0
+    # and nothing to tell it from the others)
+    converged = np.broadcast_to(np.asarray(r.converged), (n,))
+    # (inf with converged False is an information beyond the largest float: the right value)
+    unresolved = ~converged & np.isfinite(np.broadcast_to(np.asarray(r.information), (n,)))
     if args.json:
         # strict JSON has no Infinity/NaN: non-finite numbers as strings, as `calibrate` does
-        finite = [{k: json_number(v) for k, v in row.items()} for row in out]
+        finite = [
+            {**{k: json_number(v) for k, v in row.items()}, "converged": bool(c)}
+            for row, c in zip(out, converged, strict=True)
+        ]
         print(json.dumps(finite, indent=2, allow_nan=False))
+    else:
+        cols = list(out[0])
+        print("  ".join(f"{c:>14}" for c in cols))
+        for row in out:
+            print("  ".join(f"{row[c]:>14.8g}" for c in cols))
+        print(
+            "(chernoff, kl_pq, kl_qp in nats; alpha: the maximiser a*; tv: best membership "
+            "advantage)"
+        )
+    if not unresolved.any():
         return 0
-    cols = list(out[0])
-    print("  ".join(f"{c:>14}" for c in cols))
-    for row in out:
-        print("  ".join(f"{row[c]:>14.8g}" for c in cols))
+    rows = ", ".join(str(i + 1) for i in np.flatnonzero(unresolved))
     print(
-        "(chernoff, kl_pq, kl_qp in nats; alpha: the maximiser a*; tv: best membership advantage)"
+        f"jaxdp: warning: the Chernoff solver did not converge for row(s) {rows}: chernoff "
+        "and alpha there are not certified",
+        file=sys.stderr,
     )
-    return 0
+    return 1
