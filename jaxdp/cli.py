@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import importlib
 import os
+import re
 import sys
 from collections.abc import Sequence
 
@@ -59,6 +60,17 @@ class _StoreOnce(argparse.Action):
 
 
 class _Parser(argparse.ArgumentParser):
+    # argparse takes "-1" and "-.5" for negative numbers but "-1e5" for an option, so that
+    # `--shift -1e5` said "expected one argument": also scientific notation and -inf/-nan (no
+    # option of jaxdp looks like a number; subparsers are built with this class too)
+    _NEGATIVE_NUMBER = re.compile(
+        r"^-(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$|^-(inf|infinity|nan)$", re.IGNORECASE
+    )
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = self._NEGATIVE_NUMBER
+
     def error(self, message: str) -> None:  # one line, non-zero exit, no usage dump
         raise SystemExit(_fail(message))
 

@@ -2,6 +2,7 @@
 
 import json
 import math
+import os
 
 import pytest
 
@@ -51,6 +52,14 @@ def test_chernoff_command_table(capsys):
         # a subnormal epsilon overflows sensitivity/epsilon: named as such, not as a scale
         (["chernoff", "laplace", "--epsilon", "1e-320"], "sensitivity/epsilon"),
         (["chernoff", "geometric", "--epsilon", "1e-320"], "sensitivity/epsilon"),
+        # a derived scale that overflows names the user's arguments: it said "Laplace: scale
+        # must be positive and finite, got inf", a value never given (QA pass)
+        (
+            ["chernoff", "adversarial_laplace", "--epsilon", "1e-10", "--shift", "1"]
+            + ["--theta", "1e300"],
+            "--epsilon 1e-10 with --theta 1e+300 gives a noise scale "
+            "theta*sensitivity/epsilon of inf (overflow)",
+        ),
         # an alphabet of 10**12 outcomes: was an XLA RESOURCE_EXHAUSTED traceback (8 TB)
         (
             ["chernoff", "randomized_response", "--epsilon", "1", "--k", "1000000000000"],
@@ -166,3 +175,51 @@ def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(delay):
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)
     assert (proc.returncode, err.decode()) == (2, "jaxdp: error: interrupted\n"), out
+
+
+@pytest.fixture
+def bench_calls(monkeypatch, tmp_path):
+    """``jaxdp bench`` with the runner replaced: the commands it would launch, and where."""
+    from jaxdp.commands import bench
+
+    calls = []
+    monkeypatch.setattr(bench, "find_runner", lambda: tmp_path / "checkout/benchmarks/run.py")
+    monkeypatch.setattr(bench.subprocess, "call", lambda cmd, cwd: calls.append((cmd, cwd)) or 0)
+    return calls
+
+
+def test_bench_relative_out_is_the_users_directory(bench_calls, tmp_path, monkeypatch):
+    # the runner runs in the checkout root: a relative --out landed there (QA pass)
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main(["bench", "--quick", "--out", "relres"]) == 0
+    ((cmd, cwd),) = bench_calls
+    assert cwd == tmp_path / "checkout"
+    assert cmd[cmd.index("--out") + 1] == str(work / "relres") and (work / "relres").is_dir()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
+def test_bench_unusable_out_is_one_line_before_the_run(bench_calls, capsys):
+    # was an 18-line FileNotFoundError traceback from the runner, exit 1 (QA pass)
+    assert main(["bench", "--quick", "--accuracy-only", "--out", "/proc/xx"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith("jaxdp: error: --out: cannot create directory '/proc/xx'")
+    assert bench_calls == []
+
+
+@pytest.mark.parametrize("text", ["-1e5", "-1.5e-3", "-2E+3", "-.5e1", "-inf", "-2", "-0.5"])
+def test_negative_numbers_in_any_notation_are_values(text):
+    # `--shift -1e5` said "argument --shift: expected one argument": argparse's own pattern
+    # knows only -2 and -0.5 as numbers (QA pass)
+    from jaxdp.cli import build_parser
+
+    argv = ["chernoff", "adversarial_laplace", "--epsilon", "1", "--shift", text, "--theta", "1"]
+    assert build_parser().parse_args(argv).shift == [float(text)]
+
+
+def test_an_unknown_option_is_still_an_option(capsys):
+    with pytest.raises(SystemExit):
+        main(["chernoff", "laplace", "--epsilon", "1", "-e5"])
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == "jaxdp: error: unrecognized arguments: -e5"

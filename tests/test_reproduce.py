@@ -258,4 +258,9 @@ def test_out_in_proc(capsys):  # nobody, root included, can create a directory t
 
 def test_bad_options(tmp_path, capsys):
     assert "--points" in _error(capsys, ["reproduce", "--out", str(tmp_path), "--points", "3"])
+    # 1e10 points aborted the process inside XLA (exit 134); 1e20 gave an error about an
+    # integer too large for C without naming --points (QA pass)
+    for huge in ("10000000000", "1" + "0" * 20):
+        err = _error(capsys, ["reproduce", "--out", str(tmp_path), "--points", huge])
+        assert f"--points {huge} is too large: at most 1000000" in err
     assert "--formats" in _error(capsys, ["reproduce", "--out", str(tmp_path), "--formats", "bmp"])

@@ -9,6 +9,7 @@ mid-run.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import io
 import json
 import os
@@ -429,12 +430,24 @@ def test_different_spec_same_dir_is_refused(tmp_path):
         sweep(spec, tmp_path / "d", chunk_size=1, quiet=True)
     # an axis is evaluated in floating point: integer values are the same sweep (resumed)
     assert sweep(dict(spec, grid={"epsilon": [1, 2]}), tmp_path / "d", quiet=True).computed == 0
-    # a fixed integer stays a Python int (static) in the mechanism: 1 and 1.0 are two sweeps,
-    # and the refusal names the parameter (it said only "spec differs")
+    # so is a fixed value: 1 and 1.0 are one sweep (1.0 then 1 was refused, QA pass) ...
     fixed = dict(spec, grid={"epsilon": [1.0], "sensitivity": 1.0})
     sweep(fixed, tmp_path / "f", quiet=True)
-    with pytest.raises(ValueError, match=r"'sensitivity' differs: 1.0 there, 1 here"):
-        sweep(dict(fixed, grid={"epsilon": [1.0], "sensitivity": 1}), tmp_path / "f", quiet=True)
+    as_int = dict(fixed, grid={"epsilon": [1.0], "sensitivity": 1})
+    assert sweep(as_int, tmp_path / "f", quiet=True).computed == 0
+    # ... also with a manifest written before that, which held the integer as written
+    path = tmp_path / "f" / "manifest.json"
+    manifest = json.loads(path.read_text())
+    assert manifest["spec"]["grid"][1] == {"name": "sensitivity", "value": 1.0}
+    manifest["spec"]["grid"][1]["value"] = 1
+    text = json.dumps(manifest["spec"], sort_keys=True, separators=(",", ":"))
+    manifest["spec_sha256"] = hashlib.sha256(text.encode()).hexdigest()
+    path.write_text(json.dumps(manifest))
+    assert sweep(as_int, tmp_path / "f", quiet=True).computed == 0
+    assert sweep(fixed, tmp_path / "f", quiet=True).computed == 0
+    # and the refusal of another value names the parameter (it said only "spec differs")
+    with pytest.raises(ValueError, match=r"'sensitivity' differs: 1 there, 2.0 here"):
+        sweep(dict(fixed, grid={"epsilon": [1.0], "sensitivity": 2}), tmp_path / "f", quiet=True)
     assert load_sweep(tmp_path / "d").values["tv"].shape == (2,)
 
 
@@ -555,6 +568,13 @@ def test_cli_reports_spec_error_in_one_line(tmp_path, capsys):
     notoml.write_text("mechanism = \n")
     assert cli.main(["sweep", str(notoml), "--out", str(tmp_path / "o")]) == 2
     assert "is not valid TOML" in capsys.readouterr().err
+    # a file that is not UTF-8: the message named no file (QA pass)
+    latin1 = tmp_path / "latin1.toml"
+    latin1.write_bytes(b"\xffmechanism = 'laplace'\n")
+    assert cli.main(["sweep", str(latin1), "--out", str(tmp_path / "o")]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.startswith(f"jaxdp: error: spec: {latin1} is not UTF-8 text") and "\\xff" in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_cli_dry_run(spec_file, tmp_path, capsys):

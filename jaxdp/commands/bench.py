@@ -5,14 +5,21 @@ installed package). This command finds ``benchmarks/run.py`` next to the importe
 package (editable install or running from the checkout) or under the current directory, and
 runs it with the same Python interpreter; results go to ``benchmarks/results/`` by default.
 Without a checkout it fails with a one-line error.
+
+The runner runs in the checkout's root, so ``--out`` is resolved against the current directory
+first, and the directory is created and checked for writing before the long run starts (an
+unusable one is a one-line error, not a traceback from the runner minutes later).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import subprocess
 import sys
 from pathlib import Path
+
+from jaxdp.commands import prepare_out_dir
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -54,5 +61,6 @@ def run(args: argparse.Namespace) -> int:
         if getattr(args, flag):
             cmd.append("--" + flag.replace("_", "-"))
     if args.out is not None:
-        cmd += ["--out", args.out]
+        # absolute: the runner's cwd is the checkout root, not the user's
+        cmd += ["--out", os.path.abspath(prepare_out_dir(args.out))]
     return subprocess.call(cmd, cwd=runner.parent.parent)

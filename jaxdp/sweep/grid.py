@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Axis", "Grid", "parse_grid"]
+__all__ = ["Axis", "Grid", "canonical_value", "parse_grid"]
 
 _KINDS = ("values", "linspace", "logspace")
 
@@ -125,8 +125,20 @@ class Grid:
 
     def canonical(self) -> list[dict]:
         out = [a.canonical() for a in self.axes]
-        out += [{"name": n, "value": v} for n, v in self.fixed]
+        out += [{"name": n, "value": canonical_value(v)} for n, v in self.fixed]
         return out
+
+
+def canonical_value(value: Any) -> Any:
+    """A fixed grid value in a spec's identity: an integer as the float of equal value, as an
+    axis's values are (``sensitivity = 1`` and ``= 1.0`` are one sweep, as ``[1, 2]`` and
+    ``[1.0, 2.0]`` are), unless no float equals it (beyond 2**53), when it stays an integer.
+    (An integer stays a static Python int in the mechanism, but where a float is accepted too
+    it gives the same value; where only an integer is, e.g. ``k``, the float is refused.)"""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) < 2**1023:
+        if int(float(value)) == value:
+            return float(value)
+    return value
 
 
 #: Points per axis at most: each axis's coordinates are held in host memory and checked

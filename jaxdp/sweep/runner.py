@@ -157,7 +157,7 @@ class _Inputs:
         }
 
 
-_COMPILED: dict[tuple, Any] = {}  # (spec digest, call length, devices) -> compiled function
+_COMPILED: dict[tuple, Any] = {}  # (spec digest, call length, devices, ...) -> compiled function
 
 
 def _compile(spec: SweepSpec, kernel, inputs: _Inputs, sharding: NamedSharding):
@@ -169,7 +169,15 @@ def _compile(spec: SweepSpec, kernel, inputs: _Inputs, sharding: NamedSharding):
     """
     length = inputs.length
     mesh = sharding.mesh
-    key = (spec.digest(), length, tuple(mesh.devices.flat), bool(jax.config.jax_enable_x64))
+    # (the digest reads a fixed 1 as 1.0; the kernel keeps an int a static Python int)
+    fixed_types = tuple(type(v).__name__ for _, v in spec.grid.fixed)
+    key = (
+        spec.digest(),
+        fixed_types,
+        length,
+        tuple(mesh.devices.flat),
+        bool(jax.config.jax_enable_x64),
+    )
     if key in _COMPILED:
         return _COMPILED[key]
     local = (length // mesh.size,)

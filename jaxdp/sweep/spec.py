@@ -121,8 +121,7 @@ class SweepSpec:
 
     def digest(self) -> str:
         """SHA-256 of the canonical JSON form."""
-        text = json.dumps(self.canonical(), sort_keys=True, separators=(",", ":"))
-        return hashlib.sha256(text.encode()).hexdigest()
+        return spec_digest(self.canonical())
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -134,6 +133,12 @@ class SweepSpec:
 
 
 # --------------------------------------------------------------------------- mechanisms
+
+
+def spec_digest(canonical: Any) -> str:
+    """SHA-256 of a spec's canonical form (:meth:`SweepSpec.canonical`) as JSON."""
+    text = json.dumps(canonical, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 def known_mechanisms() -> list[str]:
@@ -314,6 +319,11 @@ def load_spec_data(spec: Any) -> dict:
                 return tomllib.load(f)
         except tomllib.TOMLDecodeError as e:
             raise ValueError(f"spec: {os.fspath(spec)} is not valid TOML ({e})") from None
+        except UnicodeDecodeError as e:  # (TOML is UTF-8; the message named no file)
+            raise ValueError(
+                f"spec: {os.fspath(spec)} is not UTF-8 text, as TOML must be (byte "
+                f"{e.object[e.start : e.start + 1]!r} at offset {e.start})"
+            ) from None
     raise TypeError(f"spec must be a mapping or a path to a TOML file, got {type(spec).__name__}")
 
 

@@ -33,6 +33,8 @@ from typing import IO, Any
 import numpy as np
 
 from jaxdp._checks import error_line
+from jaxdp.sweep.grid import canonical_value
+from jaxdp.sweep.spec import spec_digest
 
 __all__ = ["Store"]
 
@@ -81,9 +83,34 @@ def _write_header(f: IO[bytes], header: dict) -> None:
         np.lib.format.write_array_header_2_0(f, header)
 
 
+def _current_form(spec: Any) -> Any:
+    """A manifest's canonical spec as this version writes it: manifests written before fixed
+    grid values were canonicalised (:func:`~jaxdp.sweep.grid.canonical_value`) hold an
+    integer fixed value as written (``{"name": "sensitivity", "value": 1}``)."""
+    if not isinstance(spec, Mapping) or not isinstance(spec.get("grid"), list):
+        return spec
+    return {**spec, "grid": [_current_entry(g) for g in spec["grid"]]}
+
+
+def _current_entry(entry: Any) -> Any:
+    if isinstance(entry, Mapping) and "value" in entry:
+        return {**entry, "value": canonical_value(entry["value"])}
+    return entry
+
+
+def _same_spec(old: Mapping, new: Mapping) -> bool:
+    """Whether the manifest ``old`` is of the sweep ``new`` (a manifest from this version, or
+    an older one whose spec, unaltered since, reads the same in the current form)."""
+    digest = old.get("spec_sha256")
+    if digest == new["spec_sha256"]:
+        return True
+    spec = old.get("spec")  # (JSON data: it dumps again)
+    return digest == spec_digest(spec) and spec_digest(_current_form(spec)) == new["spec_sha256"]
+
+
 def _describe_difference(old: Mapping, new: Mapping) -> str:
-    # compared as JSON text, as the digest is: 1 and 1.0 are equal in Python but are different
-    # sweeps (an integer fixed parameter stays a static Python int)
+    # compared as JSON text, as the digest is, in the current form (the old manifest's fixed
+    # value 1 is this version's 1.0), and shown as the manifest has it
     def same(a, b):
         return json.dumps(a, sort_keys=True) == json.dumps(b, sort_keys=True)
 
@@ -97,13 +124,14 @@ def _describe_difference(old: Mapping, new: Mapping) -> str:
 
     if not isinstance(old, Mapping):
         return f"its manifest's spec is a JSON {type(old).__name__}"
+    current = _current_form(old)
     for key in ("mechanism", "quantities", "dtype", "grid"):
-        if not same(old.get(key), new.get(key)):
+        if not same(current.get(key), new.get(key)):
             if key == "grid":
-                a, b = entries(old), entries(new)
+                a, b = entries(current), entries(new)
                 for name in list(a) + [n for n in b if n not in a]:
                     if not same(a.get(name), b.get(name)):
-                        there, here = (_grid_entry(g.get(name)) for g in (a, b))
+                        there, here = (_grid_entry(g.get(name)) for g in (entries(old), b))
                         return f"grid parameter '{name}' differs: {there} there, {here} here"
                 return "grid order differs"
             return f"{key} differs: {old.get(key)!r} there, {new.get(key)!r} here"
@@ -211,7 +239,7 @@ class Store:
                 f"{self.root} holds a sweep in format {old.get('format')!r}, not {FORMAT!r}; "
                 "use a new --out"
             )
-        if old.get("spec_sha256") != manifest["spec_sha256"]:
+        if not _same_spec(old, manifest):
             diff = _describe_difference(old.get("spec", {}), manifest["spec"])
             raise ValueError(
                 f"{self.root} holds a sweep of a different spec ({diff}); use a new --out"
