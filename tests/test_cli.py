@@ -171,6 +171,13 @@ def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(delay):
     proc = subprocess.Popen(
         [*cmd, *argv, "--k", "4000000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env
     )
+    # The signal only once the child runs the script: sent between fork and exec (vfork
+    # shares this process's memory), it could set this worker's own pending-SIGINT flag
+    cmdline = Path(f"/proc/{proc.pid}/cmdline")
+    start = time.monotonic()
+    while cmdline.exists() and b"\x004000000" not in cmdline.read_bytes():
+        assert time.monotonic() - start < 60, "the child did not start"
+        time.sleep(0.01)
     time.sleep(delay)
     proc.send_signal(signal.SIGINT)
     out, err = proc.communicate(timeout=120)

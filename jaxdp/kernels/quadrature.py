@@ -101,8 +101,14 @@ def _nodes(P, Q, level, extra=None, bulk=False, ascending=False):
     g = 1e6, 8e-6 at 1e8; light tails too near ``a = 0`` (N(0, 1) vs N(0, 1e5) 1.4e-6 at
     ``a = 0.01``, now 1.3e-10). At the geometric mean each bulk sits ``sqrt(g)`` scales
     from the tail's own, in the log 6.9 at g = 1e6, where the spacing is ~0.2; for pairs of
-    equal scales nothing changes. What the rule still misses beyond its last node (~1e-10
-    of ``C_0.1`` at g = 1e8) :func:`log_bc` adds (:func:`_unit_rest`)."""
+    equal scales nothing changes. What the rule still misses beyond its last node is left
+    out for ``a`` in [0, 1]: ``log C_0.1`` of Cauchy(0, 1) vs Cauchy(0, g) 1.1e-10 relative
+    off at g = 1e6, 8e-10 at 1e8, the information 3.5e-12 and 1.9e-11 (mpmath,
+    ``tests/test_quadrature_scale_tails.py``). Adding it there (the power-law rest of
+    :func:`_tail_rest`, as for orders above 1) measured all of these below 1.1e-13 but
+    doubled the compile time of programs differentiating the quadrature path
+    (``tests/test_density_gradients.py`` and ``test_quadrature_peaks.py``: 77 -> 151 s on
+    one core), so it is not done."""
     xs, lws = _node_groups(P, Q, level, extra, bulk, ascending)
     return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
 
@@ -417,24 +423,6 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
     deficit = cat._deficit_any_order(a_, lp, lq, weights=jnp.exp(lw))
     if (P.lower, P.upper) != (Q.lower, Q.upper):
         deficit = jnp.full_like(deficit, jnp.inf)  # the identity needs both masses on the nodes
-    tails, log_scale = _unit_tails(P, Q, level, lp, lq, lw)
-    if tails:
-        # a in [0, 1]: the integral beyond the tails' last nodes (:func:`_unit_rest`); for
-        # the deficit form, which takes both masses as 1 on the nodes, the deficit's own
-        # rest a P_rest + (1 - a) Q_rest - rest (Cauchy(0, 1) vs Cauchy(0, 1e3), C_0.1 ~
-        # 0.7: 6.4e-12 relative without it)
-        a0 = jnp.asarray(a, lw.dtype)
-        unit = lax.stop_gradient(jnp.where(jnp.isfinite(direct), direct, 0.0))
-        inside = (a0 >= 0) & (a0 <= 1)
-        at = jnp.where(inside, a0, 0.5)  # (double where: no gradient from orders above 1)
-        rest = _unit_rest(tails, log_scale, at, level, unit)
-        direct = jnp.where(inside & (rest > -1.0), direct + fm.log1p(rest), direct)
-        gap = (
-            at * _unit_rest(tails, log_scale, 1.0, level)
-            + (1.0 - at) * _unit_rest(tails, log_scale, 0.0, level)
-            - _unit_rest(tails, log_scale, at, level)
-        )
-        deficit = jnp.where(inside, deficit + gap, deficit)
     out = cat.combine(a, direct, deficit)
     if not above_one:  # a in [0, 1]: the integral converges (p^a q^(1-a) <= p + q)
         return out
@@ -453,6 +441,7 @@ def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
     # terms a lp and (1 - a) lq are ~1e12 there in an exponential tail, ~60 in a power law.)
     eps = jnp.finfo(expo.dtype).eps
     growing = jnp.zeros(out.shape, bool)
+    log_scale = 0.5 * (fm.log(P._quad_scale()) + fm.log(Q._quad_scale()))  # the tails' (_nodes)
     extra = jnp.zeros(out.shape, out.dtype)  # the corrections, in units of C
     for last, prev in _outer_tail_nodes(P, Q, level):
         size = jnp.abs(a_[..., 0] * lp[..., last]) + jnp.abs((1.0 - a_[..., 0]) * lq[..., last])
@@ -498,41 +487,6 @@ def _tail_rest(end, prev, lw_last, log_scale, level, tol, unit=0.0):
     rel = jnp.where(use, end - unit, -jnp.inf)
     rest = jnp.exp(rel + log_scale + u_last) / (s - 1.0) - jnp.exp(rel + lw_last) * excess
     return diverges, rest
-
-
-def _unit_tails(P, Q, level, lp, lq, lw):
-    """The infinite tails' two outermost nodes (:func:`_outer_tail_nodes`) for
-    :func:`_unit_rest`: a list over the tails of ``(lp, lq)`` at the last and the previous
-    node and the last node's log-weight (each batch-shaped), and the tails' log length scale.
-    """
-    tails = [
-        (lp[..., last], lp[..., prev], lq[..., last], lq[..., prev], lw[..., last])
-        for last, prev in _outer_tail_nodes(P, Q, level)
-    ]
-    log_scale = 0.5 * (fm.log(P._quad_scale()) + fm.log(Q._quad_scale()))
-    return tails, jnp.broadcast_to(log_scale, lw.shape[:-1]).astype(lw.dtype)
-
-
-def _unit_rest(tails, log_scale, a, level, unit=0.0):
-    r"""The integral of :math:`p^a q^{1-a}`, ``a`` in [0, 1], beyond the last nodes of the
-    infinite tails (``tails``, ``log_scale``: :func:`_unit_tails`), in units of ``e^unit``
-    (:func:`_tail_rest`; 0 for tails that decay faster than a power law).
-
-    The tails end ~3e12 geometric-mean scales out (:func:`_nodes`), where the integrand of
-    a pair of power-law densities ``g`` times wider than each other still carries
-    ~``g^(1-a)/(pi x^2)``: without the rest ``log C_0.1`` of Cauchy(0, 1) and Cauchy(0, g)
-    is 1.1e-10 relative off at g = 1e6, 8e-10 at 1e8; with it 2e-14 and 1e-13 (mpmath)."""
-    out = 0.0
-    eps = jnp.finfo(log_scale.dtype).eps
-    for lp_last, lp_prev, lq_last, lq_prev, lw_last in tails:
-        end = cat.exponent(a, lp_last, lq_last)
-        prev = cat.exponent(a, lp_prev, lq_prev)
-        size = jnp.abs(a * jnp.where(lp_last > -jnp.inf, lp_last, 0.0)) + jnp.abs(
-            (1.0 - a) * jnp.where(lq_last > -jnp.inf, lq_last, 0.0)
-        )
-        _, rest = _tail_rest(end, prev, lw_last, log_scale, level, 64 * eps * size, unit)
-        out = out + rest
-    return out
 
 
 @functools.cache
@@ -838,13 +792,6 @@ def derivs(consts, a):
     compare over the nodes with :math:`|\ell| \le 1` only, multiplied through by
     :math:`C_a` (an underflowing :math:`C_a`, as in float32 beyond ~90 nats, selects the
     plain mean).
-
-    The integral beyond the infinite tails' last nodes (:func:`_unit_rest`), which
-    :func:`log_bc_solver` adds to the value, is left out here: its a-derivatives through
-    :func:`_tail_rest` doubled the compile time of ``jd.chernoff`` (3.8 -> 7.6 s, 1000
-    Density pairs, one core), and with the tails at the geometric mean of the scales it
-    is <= ~1e-10 of :math:`C_a` up to scale ratios of 1e8 (``a*`` of Cauchy(0, 1) vs
-    Cauchy(0, 1e8) 1.8e-11 from 1/2, the information 2e-15).
 
     Everything independent of ``a`` comes from :func:`derivs_setup`; an evaluation costs one
     ``exp`` and one ``expm1`` per node.
