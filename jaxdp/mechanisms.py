@@ -136,4 +136,11 @@ def adversarial_laplace(epsilon, *, sensitivity=1.0, shift, theta):
     _checks.check_positive("theta", theta)
     b = _noise_scale("adversarial_laplace", s, eps)
     zero = jnp.zeros_like(b * shift * theta)
-    return Laplace(zero, b + zero), Laplace(zero + shift, theta * b)
+    b2 = theta * b
+    if _checks.is_concrete(b2) and not _checks.all_positive_finite(b2):  # (was blamed on
+        # "Laplace: scale", a value the caller never gave: --epsilon 1e-10 --theta 1e300)
+        raise ValueError(
+            "adversarial_laplace: the neighbour's noise scale theta*sensitivity/epsilon is "
+            "outside the float range (theta too large or too small for that epsilon)"
+        )
+    return Laplace(zero, b + zero), Laplace(zero + shift, b2)

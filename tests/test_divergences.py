@@ -352,6 +352,14 @@ def test_forward_derivatives_in_epsilon_at_huge_epsilon():
     np.testing.assert_allclose(got, e / 2 - e / (2 + e), rtol=1e-13)
 
 
+@pytest.mark.parametrize(("epsilon", "theta"), [(1e-10, 1e300), (1e10, 1e-300)])
+def test_adversarial_laplace_names_an_overflowing_neighbour_scale(epsilon, theta):
+    # theta * b overflowed (underflowed) inside the pair: "Laplace: scale must be positive
+    # and finite, got inf", a value the caller never gave (QA pass, via the CLI)
+    with pytest.raises(ValueError, match=r"theta\*sensitivity/epsilon is outside the float"):
+        jd.mechanisms.adversarial_laplace(epsilon, shift=1.0, theta=theta)
+
+
 def test_randomized_response_at_epsilon_zero():
     # legal (both rows uniform) but refused, while calibrate returned 0 for a zero budget
     P, Q = jd.mechanisms.randomized_response(0.0, 3)
