@@ -44,42 +44,6 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
 
 
-#: Noise scales a mechanism derives from its arguments: name -> (formula, arguments used).
-DERIVED_SCALES = {
-    "adversarial_laplace": (
-        ("sensitivity/epsilon", ("epsilon", "sensitivity")),
-        ("theta*sensitivity/epsilon", ("epsilon", "theta", "sensitivity")),
-    ),
-}
-
-
-def _check_derived_scales(mechanism: str, given: dict, n: int) -> None:
-    """Refuse arguments, each valid, whose derived noise scale overflows to inf or underflows
-    to 0, naming the user's flags (the library blamed the scale itself: "Laplace: scale must
-    be positive and finite, got inf", a value never given). Invalid arguments are left to the
-    library's own checks, which name them."""
-    formulas = DERIVED_SCALES.get(mechanism)
-    if not formulas:
-        return
-    values = {
-        name: np.broadcast_to(np.asarray(given.get(name, [1.0]), float), (n,))
-        for name in ("epsilon", "sensitivity", "theta")
-    }
-    valid = np.logical_and.reduce([np.isfinite(v) & (v > 0) for v in values.values()])
-    with np.errstate(over="ignore", under="ignore"):
-        b = values["sensitivity"] / values["epsilon"]
-        scales = {"sensitivity/epsilon": b, "theta*sensitivity/epsilon": values["theta"] * b}
-    for formula, used in formulas:
-        scale = scales[formula]
-        bad = valid & ((scale == 0) | ~np.isfinite(scale))
-        if bad.any():
-            i = int(np.argmax(bad))
-            flags = [f"--{name} {float(values[name][i])!r}" for name in used if name in given]
-            what = "inf (overflow)" if scale[i] > 0 else "0 (underflow)"
-            with_ = f" with {' and '.join(flags[1:])}" if flags[1:] else ""
-            raise ValueError(f"{flags[0]}{with_} gives a noise scale {formula} of {what}")
-
-
 def run(args: argparse.Namespace) -> int:
     import jax.numpy as jnp
 
@@ -113,7 +77,6 @@ def run(args: argparse.Namespace) -> int:
         k: (v if k == "k" else jnp.asarray(np.broadcast_to(np.asarray(v, float), (n,))))
         for k, v in given.items()
     }
-    _check_derived_scales(args.mechanism, given, n)
     try:
         P, Q = make(**kwargs)
     except TypeError as e:
