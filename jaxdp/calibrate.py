@@ -54,10 +54,11 @@ Method (DESIGN §5). Every built-in metric is a smooth monotone function of :mat
    1, \dots`, at most 20) in :math:`\log p` in the safe direction and re-evaluated. So
    ``achieved <= budget`` always holds, and the parameter is within about
    :math:`10^{-4}\sqrt u + 6u\max(1, |\log p|) + 20u/\eta` relative of the exact
-   calibration (float32, Chernoff information of Laplace, Gaussian and randomized response
-   at 75 budgets in ``1e-36..10``: at most :math:`5.2u\max(1, |\log p|)`, i.e. 1.9e-5 at
-   budget 1e-36 and 1.8e-6 for budgets ``>= 1e-6``; float64 TV budgets 1e-14 below 1 down
-   to an ulp below: 0.1-4% of the scale, the resolution of ``m`` there). ``converged``
+   calibration (ad hoc, against mpmath: float32, Chernoff information of Laplace, Gaussian
+   and randomized response at 75 budgets in ``1e-36..10``: at most :math:`5.2u\max(1,
+   |\log p|)`, i.e. 1.9e-5 at budget 1e-36 and 1.8e-6 for budgets ``>= 1e-6``; float64 TV
+   budgets 1e-14 below 1 down to an ulp below: 0.1-4% of the scale, the resolution of
+   ``m`` there). ``converged``
    additionally requires ``achieved >= budget (1 - sqrt(u))``: it is ``False`` where the
    mechanism cannot resolve the budget in floating point (e.g. a geometric or callable
    mechanism whose two distributions round to nearly the same numbers).
@@ -79,7 +80,7 @@ differentiated twice on 40-digit closed forms: relative error below ``1e-14`` (L
 budget and sensitivity mixed; 3-fold randomized response for ``c/n <= 3.3``). The rule works in
 :math:`x = \log p`, where :math:`d^2p/dc^2 = p\,(x_c^2 + x_{cc})`; where :math:`p` is nearly
 linear in :math:`c` the two terms cancel and the relative error grows as the true value
-shrinks (3-fold randomized response: 9e-12 relative at :math:`c/n = 6.7`, 4.6e-9 at
+shrinks (3-fold randomized response, ad hoc: 9e-12 relative at :math:`c/n = 6.7`, 4.6e-9 at
 :math:`c/n = 10`, where :math:`d^2\varepsilon/dc^2 = -4.6\cdot 10^{-10}`).
 
 Unreachable budgets (documented limits, never an exception under ``jit``):
@@ -424,8 +425,8 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
         # A step below 4u m/(dm/dz) is rounding noise in m: a TV budget within ~1e-15 of 1
         # (Gaussian: dm/dz ~ 4e-13, so m moves by an ulp per ~3e-4 of z) ran the 64 steps
         # out on it, and its nudges of 4u 2^k in z could not move m at all.
-        slope_z = jnp.abs(sigma * dm)
-        noise = jnp.where(slope_z > 0, 4.0 * eps * m / jnp.where(slope_z > 0, slope_z, 1.0), 0.0)
+        # (newton_ok: dg > 0, so sigma dm > 0)
+        noise = 4.0 * eps * m / jnp.where(newton_ok, sigma * dm, 1.0)
         res = jnp.maximum(ulp, jnp.where(newton_ok, noise, 0.0))
         near = (newton_ok & (jnp.abs(step) <= jnp.maximum(acc_tol, res))) | collapsed
         # a slope lost to underflow (metrics ~1e-300) with the residual at rounding level

@@ -98,17 +98,18 @@ def _nodes(P, Q, level, extra=None, bulk=False, ascending=False):
     nodes, and the tails ended ~3e12 of the narrower scales out. Both cost pairs of
     power-law densities far apart in scale, where ``p^a q^(1-a)`` for small ``a`` follows
     the wider one: ``log C_0.1`` of Cauchy(0, 1) vs Cauchy(0, g) was 1.1e-7 relative off at
-    g = 1e6, 8e-6 at 1e8; light tails too near ``a = 0`` (N(0, 1) vs N(0, 1e5) 1.4e-6 at
-    ``a = 0.01``, now 1.3e-10). At the geometric mean each bulk sits ``sqrt(g)`` scales
-    from the tail's own, in the log 6.9 at g = 1e6, where the spacing is ~0.2; for pairs of
-    equal scales nothing changes. What the rule still misses beyond its last node is left
-    out for ``a`` in [0, 1]: ``log C_0.1`` of Cauchy(0, 1) vs Cauchy(0, g) 1.1e-10 relative
-    off at g = 1e6, 8e-10 at 1e8, the information 3.5e-12 and 1.9e-11 (mpmath,
+    g = 1e6, 8e-6 at 1e8; light tails too near ``a = 1`` (N(0, 1) vs N(0, 1e5) as
+    densities, ad hoc: 1.4e-6 at ``a = 0.99``, now 1.3e-10; at most 2.3e-10 over ``a`` in
+    0.01..0.99). At the geometric mean each bulk sits ``sqrt(g)`` scales from the tail's
+    own, in the log 6.9 at g = 1e6, where the spacing is ~0.2; for pairs of equal scales
+    nothing changes. What the rule still misses beyond its last node is left out for ``a``
+    in [0, 1]: ``log C_0.1`` of Cauchy(0, 1) vs Cauchy(0, g) 1.1e-10 relative off at g =
+    1e6, 8e-10 at 1e8, the information 3.5e-12 and 1.9e-11 (mpmath,
     ``tests/test_quadrature_scale_tails.py``). Adding it there (the power-law rest of
     :func:`_tail_rest`, as for orders above 1) measured all of these below 1.1e-13 but
-    doubled the compile time of programs differentiating the quadrature path
-    (``tests/test_density_gradients.py`` and ``test_quadrature_peaks.py``: 77 -> 151 s on
-    one core), so it is not done."""
+    doubled the compile time of programs differentiating the quadrature path (``taskset -c
+    0 pytest -n 0 tests/test_density_gradients.py tests/test_quadrature_peaks.py``: 77 ->
+    151 s), so it is not done."""
     xs, lws = _node_groups(P, Q, level, extra, bulk, ascending)
     return jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
 
@@ -466,11 +467,6 @@ def _tail_rest(end, prev, lw_last, log_scale, level, tol, unit=0.0):
     slope = prev - end  # s du
     diverges = (slope <= du + tol) & (end > -jnp.inf)
     use = ~diverges & (end > -jnp.inf)
-    # a rest below the smallest normal relative to e^unit is 0 to rounding: not formed, so
-    # that its second derivatives in a, ~(lp - lq)^2 ~ 1e49 far out in a Gaussian tail, do
-    # not overflow float32 into 0 * inf
-    tiny = math.log(jnp.finfo(jnp.result_type(end)).tiny)
-    use = use & (end - unit + jnp.maximum(log_scale + u_last, lw_last) > tiny)
     s = jnp.where(use, slope / du, 2.0)
     lh = ((1.0 - s) * du_dt + tanh_t) * h  # L h
     small = jnp.abs(lh) < 1e-3
