@@ -14,14 +14,16 @@ Accuracy against the closed forms (``benchmarks/bench_accuracy.py``, max relativ
 ``log C_a``, float64): level 3 ~1e-5, level 4 ~6e-11, level 5 (the default, ~730 nodes per
 pair) ~2e-15 on Laplace, Gaussian and Laplace-vs-Gaussian pairs.
 
-Limitation: there is no error estimate and no adaptive refinement; ``converged`` certifies
-the solver on the rule, not the rule. A log-density that bends sharply between piece ends
-(analytic, but with a narrow strip of analyticity) is resolved only as far as the nodes
-there allow: a mixture whose components swap dominance, 0.3 N(-10, 0.5^2) + 0.7 N(10, 2^2)
-(breakpoints at -10 and 10, scale 2) against Laplace(0, 3), has its log-density switch
-component within ~0.05 of x = -6, where the nodes are ~0.25 apart: ``log C_0.3`` is 7.2e-9
-relative off and the Chernoff information 6.7e-9 high, both reported converged (another
-mixture, 7e-12). Workaround: declare the switch as a breakpoint (here -6: 1e-15).
+Limitation: there is no automatic error estimate and no adaptive refinement; ``converged``
+certifies the solver on the rule, not the rule. ``Density(..., level=L)`` sets the step
+``2**-L`` (:func:`pair_level`); the change from one level to the next estimates the
+error. A log-density that bends sharply between piece ends (analytic, but with a narrow
+strip of analyticity) is resolved only as far as the nodes there allow: a mixture whose
+components swap dominance, 0.3 N(-10, 0.5^2) + 0.7 N(10, 2^2) (breakpoints at -10 and 10,
+scale 2) against Laplace(0, 3), has its log-density switch component within ~0.05 of
+x = -6, where the nodes are ~0.25 apart: ``log C_0.3`` is 7.2e-9 relative off and the
+Chernoff information 6.7e-9 high, both reported converged (another mixture, 7e-12); level 6
+gives 1.1e-11 and level 7 5e-15. Or declare the switch as a breakpoint (here -6: 1e-15).
 """
 
 from __future__ import annotations
@@ -37,11 +39,21 @@ from jax.scipy.special import logsumexp
 
 from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
-from jaxdp.distributions import Density, Gaussian, Laplace
+from jaxdp.distributions import DEFAULT_QUADRATURE_LEVEL, Density, Gaussian, Laplace
 from jaxdp.kernels import categorical as cat
 
-#: Step ``h = 2**-level`` of the double-exponential rules.
-DEFAULT_LEVEL = 5
+#: Step ``h = 2**-level`` of the double-exponential rules, unless a :class:`Density` of the
+#: pair asks for another (``Density(..., level=L)``; see :func:`pair_level`).
+DEFAULT_LEVEL = DEFAULT_QUADRATURE_LEVEL
+
+
+def pair_level(P, Q, level=None) -> int:
+    """The rules' level for a pair: ``level`` if given, else the highest ``level`` of its
+    :class:`Density` members (a built-in family has none), else :data:`DEFAULT_LEVEL`."""
+    if level is not None:
+        return level
+    asked = [d.level for d in (P, Q) if isinstance(d, Density) and d.level is not None]
+    return max(asked) if asked else DEFAULT_LEVEL
 
 
 def _rules(level: int):
@@ -401,12 +413,13 @@ def _not_own(P, Q, peaks, spare):
     return jnp.where(near, spare, peaks)
 
 
-def log_bc(P, Q, a, *, level=DEFAULT_LEVEL, peaks=True, above_one=True):
+def log_bc(P, Q, a, *, level=None, peaks=True, above_one=True):
     """``log C_a`` on nodes whose pieces also end at the integrand's peaks (:func:`_peaks`;
     ``peaks=False``: the plain rule). The peaks are breakpoints only, so they carry no
     gradient: moving a piece end changes the rule, not the integral. ``above_one=False``
     promises ``a`` in [0, 1] and skips the tests for a diverging integral (tails that do not
     decay, :func:`_singular_ends`), which only orders above 1 can have."""
+    level = pair_level(P, Q, level)
     extra = lax.stop_gradient(_peaks(P, Q, a, level, unit=not above_one)) if peaks else None
     xs, lws, piece_ends = _node_groups(P, Q, level, extra, ends=True)
     x, lw, disjoint = jnp.concatenate(xs, -1), jnp.concatenate(lws, -1), _empty(P, Q)
@@ -569,11 +582,11 @@ def _singular_ends(x, xs, piece_ends, lw, expo, bounds):
 def log_mass(D):
     """The log of the integral of ``exp(D.log_prob)`` on ``D``'s own rule (batch-shaped): 0
     to rounding where the rule resolves a normalised density (``Density._check_mass``)."""
-    x, lw, _ = _nodes(D, D, DEFAULT_LEVEL)
+    x, lw, _ = _nodes(D, D, pair_level(D, D))
     return logsumexp(lw + _log_prob_at(D, x), axis=-1)
 
 
-def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
+def log_bc_unit(P, Q, a, *, level=None):
     """:func:`log_bc` for ``a`` in [0, 1] (:func:`jaxdp.log_bc`, the Bhattacharyya and
     Hellinger distances), with the integrand's peak as a breakpoint: on the plain rule, a
     peak ~1 length scale wide midway between two Gaussian-tailed densities 100 scales apart
@@ -584,7 +597,7 @@ def log_bc_unit(P, Q, a, *, level=DEFAULT_LEVEL):
     return log_bc(P, Q, a, level=level, peaks=True, above_one=False)
 
 
-def log_bc_solver(P, Q, a, *, level=DEFAULT_LEVEL):
+def log_bc_solver(P, Q, a, *, level=None):
     """:func:`log_bc` for ``a`` in [0, 1] on the plain rule, for the Chernoff solver. Finding
     the peaks would double the cost of each evaluation, and they move with ``a``: the solver
     instead solves again on the plain rule of the pair with the peaks at its first answer
@@ -592,15 +605,17 @@ def log_bc_solver(P, Q, a, *, level=DEFAULT_LEVEL):
     return log_bc(P, Q, a, level=level, peaks=False, above_one=False)
 
 
-def peak_points(P, Q, a, *, level=DEFAULT_LEVEL):
+def peak_points(P, Q, a, *, level=None):
     """The integrand's peaks at ``a`` in [0, 1] (:func:`_peaks`: shape ``batch +
     (MAX_PEAKS,)``, or ``batch + (1,)`` for a built-in Laplace and Gaussian), as
     breakpoints: no gradient."""
+    level = pair_level(P, Q, level)
     return lax.stop_gradient(_peaks(P, Q, a, level, unit=True))
 
 
-def kl(P, Q, *, level=DEFAULT_LEVEL):
+def kl(P, Q, *, level=None):
     r""":math:`D(P\|Q)` on nodes that also cover both bulks (``_nodes(..., bulk=True)``)."""
+    level = pair_level(P, Q, level)
     # nodes cover only the common support: when supports differ the identity behind the
     # phi form lacks mass, so integrate p log(p/q) directly; P's mass outside supp Q -> +inf
     normalized = (P.lower, P.upper) == (Q.lower, Q.upper)
@@ -707,7 +722,7 @@ def _moving_crossings(P, Q, cross):
     return c + (t - lax.stop_gradient(t))
 
 
-def tv(P, Q, *, level=DEFAULT_LEVEL):
+def tv(P, Q, *, level=None):
     r"""Total variation :math:`\tfrac12\int|p - q|` on nodes whose pieces also end at the
     crossings of ``p`` and ``q`` (:func:`_crossings`), where :math:`|p - q|` has kinks: each
     piece's integrand is then as smooth as the densities, and the rule converges as fast as
@@ -715,6 +730,7 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     vanishes at a crossing, so moving it changes the integral only at second order
     (Leibniz rule), but that order is the Hessian's: the crossings move with the parameters
     (:func:`_moving_crossings`)."""
+    level = pair_level(P, Q, level)
     cross = _moving_crossings(P, Q, _crossings(P, Q, level))
     same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
     out = 0.0
@@ -737,9 +753,10 @@ def tv(P, Q, *, level=DEFAULT_LEVEL):
     return jnp.minimum(out, 1.0)
 
 
-def derivs_setup(P, Q, *, level=DEFAULT_LEVEL):
+def derivs_setup(P, Q, *, level=None):
     """Nodes and log-densities, and every :func:`derivs` term that does not depend on
     ``a``, computed once per solve."""
+    level = pair_level(P, Q, level)
     same_support = (P.lower, P.upper) == (Q.lower, Q.upper)
     lw, lp, lq, _ = _log_probs(P, Q, level)
     both = jnp.isfinite(lp) & jnp.isfinite(lq)
