@@ -97,6 +97,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxdp import _special as sp
+from jaxdp._quotient import scaled_divide
 from jaxdp.conversions import (
     _check_count,
     _checked,
@@ -640,7 +641,10 @@ def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
         theta: scale ratio, ``> 0``.
     """
     shift, b, theta = _inexact(shift, b, theta)
-    return _x_minus_log1p(jnp.abs(shift) / (theta * b))
+    # not |shift| / (theta * b), nor |shift| / b / theta (which XLA rewrites into it): the
+    # product under- or overflowed where the ratio is representable (float64 shift = 0,
+    # b = 1e-10, theta = 1e-300 gave 0/0 = NaN; float32 already at b = theta = 1e-20)
+    return _x_minus_log1p(scaled_divide(jnp.abs(shift) / b, theta))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -434,6 +434,20 @@ def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     assert_close(ev(paper.eq35, t, 1.0, 1.0) / (t / 2 - np.log1p(t / 2)), 4.0, rtol=1e-2)
 
 
+def test_eq35_scale_product_neither_underflows_nor_overflows():
+    # Regression: eq35 divided by theta * b, which underflowed to 0 (shift = 0: 0/0 = NaN;
+    # else inf) or overflowed to inf (0) where |shift|/(theta b) itself is representable.
+    d = np.array([0.0, 1e-12, 1e200])
+    b = np.array([1e-10, 1e-10, 1e10])
+    th = np.array([1e-300, 1e-300, 1e300])
+    with mp.workdps(300):  # (x - log(1 + x) at x = 1e-110 needs > 220 digits)
+        ref = [float(m35(*map(mp.mpf, args))) for args in zip(d, b, th, strict=True)]
+    assert_close(ev(paper.eq35, d, b, th), ref, atol=0)
+    d32 = np.array([0.0, 1e-30], np.float32)
+    value = ev(paper.eq35, d32, np.float32(1e-20), np.float32(1e-20), dtype=np.float32)
+    np.testing.assert_allclose(value, [0.0, 1e10 - math.log1p(1e10)], rtol=3e-6)
+
+
 # -- advantage bounds (Section VI) -------------------------------------------------------------
 
 
