@@ -447,7 +447,8 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
         sensitivity: L2 sensitivity ``s > 0``; broadcasts with ``sigma``.
 
     Returns:
-        The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``.
+        The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``. Non-positive or
+        NaN ``sigma`` or ``sensitivity`` gives NaN under ``jit`` (``ValueError`` eagerly).
     """
     n = _check_n(n)
     sig, s = as_inexact(sigma, sensitivity, names=("sigma", "sensitivity"))
@@ -456,11 +457,13 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
     check_broadcast("sigma, sensitivity", sig.shape, s.shape)
     z = math.sqrt(n) * s / (2.0 * math.sqrt(2.0) * sig)
     small = z < 1.0
-    return jnp.where(
+    value = jnp.where(
         small,
         jax.scipy.special.erf(jnp.where(small, z, 0.0)),
         1.0 - jax.scipy.special.erfc(jnp.where(small, 1.0, z)),
     )
+    # traced values skip the checks above: a negative sigma gave a negative "advantage"
+    return jnp.where((sig > 0) & (s > 0), value, jnp.nan)
 
 
 def best_advantage_randomized_response(epsilon, n: int = 1):
@@ -692,6 +695,8 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
 
     Returns:
         :class:`MembershipBounds`, every field of shape ``broadcast(epsilon, delta)``.
+        Negative or NaN ``epsilon`` gives NaN in every field under ``jit``, and ``delta``
+        outside ``[0, 1]`` (or NaN) NaN in ``erlingsson`` (``ValueError`` eagerly).
     """
     n = _check_n(n)
     eps, dlt = as_inexact(epsilon, delta, names=("epsilon", "delta"))
@@ -706,11 +711,15 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     bayes = sp.tanh(budget / 2.0)
     exact = max_tv_eps_dp(eps, n)
     tight = max_tv_eps_dp_chernoff_bound(eps, n)
+    # traced values skip the checks above: a negative epsilon gave negative bounds (and
+    # delta = 2 an Erlingsson bound of 1.37), beside NaN from exact and chernoff_tight
+    ok = eps >= 0
+    ok_delta = ok & (dlt >= 0) & (dlt <= 1)
     return MembershipBounds(
-        yeom=yeom,
-        erlingsson=erlingsson,
-        chernoff_paper=chernoff_paper,
-        bayes_security=bayes,
+        yeom=jnp.where(ok, yeom, jnp.nan),
+        erlingsson=jnp.where(ok_delta, erlingsson, jnp.nan),
+        chernoff_paper=jnp.where(ok, chernoff_paper, jnp.nan),
+        bayes_security=jnp.where(ok, bayes, jnp.nan),
         exact=jnp.broadcast_to(exact, shape),
         chernoff_tight=jnp.broadcast_to(tight, shape),
     )

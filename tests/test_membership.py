@@ -515,11 +515,14 @@ def test_jit_equals_eager_and_float32():
     def rr(e):
         return mb.best_advantage_randomized_response(e, 3)
 
+    def bounds(e, d=0.01):
+        return mb.membership_bounds(e, 3, delta=d)
+
     for fn in (
         lambda e: mb.best_advantage_laplace(e, 3),
         lambda e: mb.best_advantage_gaussian(e + 0.1, 3),
         rr,
-        lambda e: mb.membership_bounds(e, 3, delta=0.01),
+        bounds,
     ):
         eager = fn(eps)
         jitted = jax.jit(fn)(eps)
@@ -533,6 +536,13 @@ def test_jit_equals_eager_and_float32():
     # under jit, value checks are skipped: negative epsilon gives NaN (documented policy)
     bad = jax.jit(lambda e: mb.best_advantage_laplace(e, 3))(-eps)
     assert np.all(np.isnan(bad.value)) and np.all(np.isnan(bad.error_bound))
+    # Regression: negative traced sigma gave a negative advantage (-0.38 at sigma = -1),
+    # and negative epsilon (delta = 2) finite, negative (> 1) bounds beside NaN exact values
+    assert np.all(np.isnan(jax.jit(lambda s: mb.best_advantage_gaussian(s, 3))(-eps)))
+    assert all(np.all(np.isnan(f)) for f in jax.jit(bounds)(-eps))  # (compiled above)
+    by_delta = jax.jit(bounds)(eps, 2.0)
+    assert np.all(np.isnan(by_delta.erlingsson))
+    assert not np.any(np.isnan(jnp.stack(by_delta[:1] + by_delta[2:])))
 
 
 @pytest.mark.parametrize(
