@@ -18,6 +18,10 @@ the pairs are parametrised by the scale :math:`b`, and a divergence's derivative
 which :func:`jaxdp.calibrate` uses) stays exact for the Laplace pairs; reverse mode
 (``jax.grad``) gives ``inf`` or ``nan`` there, and so do both modes for :func:`geometric`
 (whose kernel divides by :math:`b` throughout; QA measurement, not a test).
+
+Arguments out of range (a non-positive sensitivity, scale or epsilon, a negative randomized
+response epsilon, NaN) raise ``ValueError`` naming the argument when concrete; traced
+(under ``jit``/``vmap``) they give a pair whose divergences are NaN.
 """
 
 from __future__ import annotations
@@ -73,7 +77,8 @@ def gaussian(sensitivity=1.0, *, sigma):
     _checks.check_positive("sensitivity", s)
     _checks.check_positive("sigma", sigma)
     zero = jnp.zeros_like(s * sigma)
-    return Gaussian(zero, sigma), Gaussian(zero + s, sigma)
+    # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|)
+    return Gaussian(zero, sigma), Gaussian(zero + jnp.where(s > 0, s, jnp.nan), sigma)
 
 
 def randomized_response(epsilon, k: int = 2):
@@ -89,7 +94,9 @@ def randomized_response(epsilon, k: int = 2):
     k = int(k)
     (eps,) = _checks.as_inexact(epsilon, names=("epsilon",))
     _checks.check_nonnegative("epsilon", eps)
-    e = eps[..., None]
+    # (traced, the check is skipped: a negative epsilon gave the pair of |epsilon|, rows
+    # swapped, so every divergence of RR(|epsilon|))
+    e = jnp.where(eps >= 0, eps, jnp.nan)[..., None]
     log_norm = jnp.log1p((k - 1) * jnp.exp(-e))  # log((e^eps + k - 1) / e^eps)
     own = -log_norm
     other = -e - log_norm

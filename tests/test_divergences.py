@@ -368,6 +368,11 @@ def test_randomized_response_at_epsilon_zero():
     assert float(jd.kl(P, Q)) == 0.0
     with pytest.raises(ValueError, match=r"^epsilon must be non-negative and finite, got -1"):
         jd.mechanisms.randomized_response(-1.0)
+    # Regression: traced (unchecked), epsilon = -1 gave RR(1) with its rows swapped (Chernoff
+    # information 0.1201, as at +1), and a Gaussian sensitivity of -1 the pair of +1 (TV 0.3829)
+    rr = jax.jit(lambda e: jd.mechanisms.randomized_response(e)[0].log_probs)
+    assert np.all(np.isnan(rr(-1.0))) and not np.any(np.isnan(rr(1.0)))
+    assert np.isnan(jax.jit(lambda s: jd.mechanisms.gaussian(s, sigma=1.0)[1].loc)(-1.0))
 
 
 def test_mechanisms_keep_float32_under_x64():
