@@ -260,6 +260,11 @@ def _logcosh(x: jax.Array) -> jax.Array:
     return jnp.where(small, jnp.log1p(2 * s * s), xl + jnp.log1p(jnp.exp(-2 * xl)) - _LOG2)
 
 
+# log1p(u)/u = sum_k (-u)^k/(k + 1), for 0 <= u <= 1/1024 (8 terms: float64 to ~1e-25)
+_LOG1P_OVER_X = tuple((-1.0) ** k / (k + 1) for k in range(8))
+_LOG1P_OVER_X_MAX = 2.0**-10
+
+
 def _logcosh_over_square(x: jax.Array) -> jax.Array:
     """``log cosh(x) / x**2`` for moderate ``|x|`` (< 300), smooth through 0 where it is 1/2.
 
@@ -270,10 +275,14 @@ def _logcosh_over_square(x: jax.Array) -> jax.Array:
     h = jnp.where(nonzero, 0.5 * x, 1.0)
     s = jnp.sinh(h)
     u = 2 * s * s
-    # u underflows to 0 for |x| below ~1e-154 (float32: ~1e-19), where log1p(u)/u is 1; and
+    # log1p(u)/u from its series for small u (also where u underflows to 0, |x| below ~1e-154,
+    # float32 ~1e-19): the quotient's derivative divides by u^2, which underflowed to 0 for
+    # u below ~1e-154 (|x| up to ~3e-77; float32 |x| up to ~1e-9), a gradient of -inf; and
     # sinh(h)/h from its series near 0 (the quotient's derivative there divides 0 by h^2)
-    positive = u > 0
-    ratio = jnp.where(positive, jnp.log1p(u) / jnp.where(positive, u, 1.0), 1.0)
+    small = u <= _LOG1P_OVER_X_MAX
+    ul = jnp.where(small, 1.0, u)
+    series = sp.horner(_LOG1P_OVER_X, jnp.where(small, u, 0.0), _LOG1P_OVER_X_MAX)
+    ratio = jnp.where(small, series, jnp.log1p(ul) / ul)
     return jnp.where(nonzero, 0.5 * jnp.square(1.0 + sp.sinhc_m1(h)) * ratio, 0.5)
 
 

@@ -408,6 +408,17 @@ def test_gradients_at_zero_are_finite_and_exact():
     np.testing.assert_allclose(grads(0.0), [0.0, 0.0, 1.0, 0.75], rtol=1e-14, atol=0)
 
 
+def test_chernoff_bound_gradient_at_tiny_eps():
+    # d/deps sqrt(1 - sech(eps/2)^8) = sqrt(4)/2 = 1 to rounding for eps << 1. The derivative
+    # of log1p(u)/u (u ~ eps^2/8) divided by u^2, which underflowed: -inf for eps in
+    # [5e-154, 3e-77] (float32: [3e-19, 9e-10]); found by a QA pass.
+    grad = jax.jit(jax.vmap(jax.grad(lambda e: cv.max_tv_eps_dp_chernoff_bound(e, 4))))
+    e64 = np.array([1e-160, 5e-154, 1e-120, 3e-77, 1e-60, 1e-20])
+    np.testing.assert_allclose(grad(e64), 1.0, rtol=1e-15, atol=0)
+    e32 = np.array([1e-20, 3e-19, 1e-15, 1e-10, 9e-10, 1e-8], np.float32)
+    np.testing.assert_allclose(grad(e32), 1.0, rtol=1e-6, atol=0)
+
+
 def test_traced_n_is_allowed_only_where_documented():
     f = jax.jit(cv.max_tv_eps_dp_chernoff_bound)
     np.testing.assert_allclose(f(GRID, 3), cv.max_tv_eps_dp_chernoff_bound(GRID, 3), rtol=1e-14)
