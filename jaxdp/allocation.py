@@ -476,7 +476,8 @@ def allocate_budget(
 
     Raises:
       ValueError: non-positive or non-finite budget, sensitivities or weights, mismatched
-        shapes, unknown mechanism, or a callable mechanism without ``variance``.
+        shapes, unknown mechanism, a callable mechanism without ``variance``, or a
+        negative or non-finite ``tol``.
     """
     if isinstance(mechanism, str):
         if mechanism not in _BUILTIN:
@@ -509,8 +510,19 @@ def allocate_budget(
     _checks.check_positive("weights", w)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    if variance is not None and not callable(variance):
+        raise TypeError(f"variance must be a callable, got {type(variance).__name__}")
+    if tol is not None:
+        # (NaN or inf never entered the loop: the equal split came back; negative never
+        # stopped it before max_steps)
+        try:
+            tol = float(tol)
+        except (TypeError, ValueError):
+            raise TypeError(f"tol must be a real number, got {tol!r}") from None
+        if not (math.isfinite(tol) and tol >= 0):
+            raise ValueError(f"tol must be non-negative and finite, got {tol!r}")
     eps = float(jnp.finfo(s.dtype).eps)
-    tol = 1e-3 * math.sqrt(eps) if tol is None else float(tol)
+    tol = 1e-3 * math.sqrt(eps) if tol is None else tol
     return _allocate(pair, variance, max_steps, tol, bool(compare_bound), budget, s, w)
 
 

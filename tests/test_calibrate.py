@@ -587,6 +587,15 @@ def test_allocation_bad_arguments():
         allocate_budget(1.0, [1.0, 2.0], mechanism=_asymmetric_gaussian)
     with pytest.raises(ValueError, match="mechanism"):
         allocate_budget(1.0, [1.0, 2.0], mechanism="cauchy")
+    # tol = nan or inf returned the equal split (the loop never ran), -1 ran to max_steps;
+    # a non-callable variance failed as "'int' object is not callable" (found by a QA pass)
+    for tol in (math.nan, math.inf, -1.0):
+        with pytest.raises(ValueError, match=r"^tol must be non-negative and finite"):
+            allocate_budget(1.0, [1.0, 2.0], tol=tol)
+    with pytest.raises(TypeError, match=r"^tol must be a real number"):
+        allocate_budget(1.0, [1.0, 2.0], tol="small")
+    with pytest.raises(TypeError, match=r"^variance must be a callable"):
+        allocate_budget(1.0, [1.0, 2.0], variance=3)
 
 
 # --------------------------------------------------------------------------------------------
