@@ -649,6 +649,8 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     _check_count(n)
     n_np = np.asarray(n)
     shape = _checks.check_broadcast("eps, n", jnp.shape(eps), n_np.shape)
+    if n_np.size == 0:  # (an empty n has no max or min to size the sum by)
+        return jnp.zeros(shape, jnp.result_type(eps, float))
     k_lo = int(n_np.min()) // 2 + 1
     terms = 1 << max(3, (int(n_np.max()) - k_lo).bit_length())  # >= count, bucketed: few compiles
     # XLA's temporaries are ~11 arrays of shape + (terms,) (measured with memory_analysis)

@@ -189,6 +189,9 @@ def test_max_tv_eps_dp_array_n_and_limits():
         np.testing.assert_allclose(got[:, j], ev(cv.max_tv_eps_dp, TV_EPS, n=int(nj)), rtol=1e-14)
     assert np.array_equal(ev(cv.max_tv_eps_dp, [0.0, np.inf], n=5), [0.0, 1.0])
     np.testing.assert_allclose(ev(cv.max_tv_eps_dp, TV_EPS, n=1), np.tanh(TV_EPS / 2), rtol=1e-15)
+    # an empty n raised numpy's "zero-size array to reduction operation minimum" (QA pass)
+    empty = cv.max_tv_eps_dp(np.ones((2, 1)), n=np.zeros((0,), int))
+    assert empty.shape == (2, 0) and empty.dtype == np.float64
 
 
 # -- extremal facts, shown on random pairs -------------------------------------------------------
