@@ -115,6 +115,20 @@ def _mp_tv_rr(eps, n):
 TV_EPS = np.array([1e-8, 1e-3, 0.5, 1.0, 5.0, 50.0])
 
 
+def test_max_neg_log_bc_keeps_relative_accuracy_near_the_ends():
+    # log cosh(eps/2) - log cosh((alpha - 1/2) eps) cancels as alpha -> 0 or 1: relative
+    # error 5.9e-7 at (1, 1e-10), 1.0 (value 0) at (0.3, 1e-300); found by a QA pass
+    eps = np.array([1.0, 2.0, 1e-10, 0.3, 40.0, 1e3, 1e-10])
+    alpha = np.array([1e-10, 1 - 2**-30, 1e-30, 1e-300, 1e-12, 0.2, 1 - 2**-20])
+
+    def ref(e, a):  # (700 digits: the terms are ~1 apart from values down to 1e-302)
+        return mp.log((1 + mp.exp(e)) / (mp.exp(a * e) + mp.exp((1 - a) * e)))
+
+    with mp.workdps(700):
+        want = [float(ref(mp.mpf(e), mp.mpf(a))) for e, a in zip(eps, alpha, strict=True)]
+    np.testing.assert_allclose(ev(cv.max_neg_log_bc_eps_dp, eps, alpha), want, rtol=1e-15)
+
+
 @pytest.mark.parametrize("n", [1, 2, 3, 10, 101, 1000, 10_000])
 def test_max_tv_eps_dp_matches_binomial_sum(n):
     eps = TV_EPS if n < 10_000 else TV_EPS[[0, 1, 5]]
