@@ -66,6 +66,11 @@ def compose(pairs: Sequence[tuple[Distribution, Distribution]]) -> CompositionRe
     for i, pair in enumerate(pairs):
         if not (isinstance(pair, tuple | list) and len(pair) == 2):
             raise TypeError(f"pairs[{i}] must be a (P, Q) pair")
+        for name, d in zip("PQ", pair, strict=True):
+            if not isinstance(d, Distribution):
+                raise TypeError(
+                    f"pairs[{i}]: {name} must be a jaxdp distribution, got {type(d).__name__}"
+                )
     joint = chernoff(Product(*(p for p, _ in pairs)), Product(*(q for _, q in pairs)))
     individual = tuple(chernoff(p, q).information for p, q in pairs)
     total = sum(individual)

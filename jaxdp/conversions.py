@@ -166,8 +166,9 @@ def _check_work_size(nbytes: int, what: str, hint: str) -> None:
 
 
 def _list_to_array(x):
-    """A list as one array: ``jax.jit`` would take it as a pytree of scalars."""
-    return jnp.asarray(x) if isinstance(x, list) else x
+    """A list or tuple as one array: ``jax.jit`` would take it as a pytree of scalars (and
+    ``max_tv_eps_dp``'s dtype lookup failed on a tuple)."""
+    return jnp.asarray(x) if isinstance(x, list | tuple) else x
 
 
 def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:

@@ -46,6 +46,9 @@ def test_bad_input():
         jd.compose([jd.Laplace()])
     with pytest.raises(TypeError, match=r"^pairs must be a sequence of"):  # (was "not iterable")
         jd.compose(None)
+    # (was "Product: component 0 must be a jaxdp distribution", naming neither)
+    with pytest.raises(TypeError, match=r"^pairs\[1\]: Q must be a jaxdp distribution, got float"):
+        jd.compose([jd.mechanisms.laplace(1.0, epsilon=1.0), (jd.Laplace(), 2.0)])
 
 
 def test_a_disjoint_pair_makes_the_composition_infinite_with_no_gain():

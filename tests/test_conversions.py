@@ -206,6 +206,8 @@ def test_max_tv_eps_dp_array_n_and_limits():
     # an empty n raised numpy's "zero-size array to reduction operation minimum" (QA pass)
     empty = cv.max_tv_eps_dp(np.ones((2, 1)), n=np.zeros((0,), int))
     assert empty.shape == (2, 0) and empty.dtype == np.float64
+    # a tuple of eps, as the other conversions take (was "Cannot determine dtype")
+    np.testing.assert_array_equal(cv.max_tv_eps_dp((0.0, math.inf), n=5), [0.0, 1.0])
 
 
 # -- extremal facts, shown on random pairs -------------------------------------------------------
