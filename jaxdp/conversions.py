@@ -96,6 +96,9 @@ def _check_range(
     if _is_traced(x):
         return
     v = np.asarray(x)
+    if jnp.issubdtype(v.dtype, jnp.floating) and jnp.finfo(v.dtype).bits < 32:
+        # (as everywhere else: bfloat16 was refused as "must be real", float16 computed in)
+        raise TypeError(f"{name} must be float32 or float64, got dtype {v.dtype}")
     if v.dtype.kind not in "biuf":
         raise TypeError(f"{name} must be real, got dtype {v.dtype}")
     if np.isnan(v).any():

@@ -466,6 +466,13 @@ def test_bad_input_names_the_argument(call, arg):
         call()
 
 
+@pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
+def test_half_precision_is_refused_as_elsewhere(dtype):
+    # bfloat16 was refused as "must be real", float16 computed in (QA pass)
+    with pytest.raises(TypeError, match=r"^eps must be float32 or float64, got dtype"):
+        cv.max_kl_eps_dp(jnp.asarray([1.0], dtype))
+
+
 def test_float32_stays_float32_and_ints_promote():
     x32 = jnp.asarray(GRID, jnp.float32)
     for name, f in SMOOTH.items():
