@@ -378,6 +378,22 @@ def test_rerun_of_finished_sweep_does_nothing(tmp_path):
     assert (tmp_path / "s" / "results.npz").stat().st_mtime_ns == stamp
 
 
+def test_integer_and_float_axes_of_one_spec_in_one_process(tmp_path):
+    # [1, 2] and [1.0, 2.0] are one spec (one digest), but the axis is int64 in the first and
+    # float64 in the second: the in-process cache of compiled calls handed the second sweep
+    # the first one's executable (TypeError: "compiled with int64[64] and called with
+    # float64[64]")
+    grid = {"epsilon": 1.0}
+    ints = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"sensitivity": [1, 2], **grid}}
+    floats = dict(ints, grid={"sensitivity": [1.0, 2.0], **grid})
+    sweep(ints, tmp_path / "i", quiet=True)
+    sweep(floats, tmp_path / "f", quiet=True)
+    a, b = load_sweep(tmp_path / "i"), load_sweep(tmp_path / "f")
+    assert a.coords["sensitivity"].dtype == np.int64
+    assert b.coords["sensitivity"].dtype == np.float64
+    np.testing.assert_array_equal(a.values["tv"], b.values["tv"])
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -171,9 +171,12 @@ def _compile(spec: SweepSpec, kernel, inputs: _Inputs, sharding: NamedSharding):
     mesh = sharding.mesh
     # (the digest reads a fixed 1 as 1.0; the kernel keeps an int a static Python int)
     fixed_types = tuple(type(v).__name__ for _, v in spec.grid.fixed)
+    # (and an axis [1, 2] as [1.0, 2.0], but its coordinates stay int64: another executable)
+    axis_dtypes = tuple(c.dtype.str for c in inputs.coords.values())
     key = (
         spec.digest(),
         fixed_types,
+        axis_dtypes,
         length,
         tuple(mesh.devices.flat),
         bool(jax.config.jax_enable_x64),
