@@ -14,6 +14,7 @@ import io
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import struct
@@ -490,6 +491,27 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
         load_sweep(None)
     with pytest.raises(NotADirectoryError, match="is a file, not a sweep directory"):
         load_sweep(tmp_path / "f" / "notes.txt")
+
+
+def test_grid_larger_than_the_free_disk_space_is_refused(tmp_path, monkeypatch):
+    # 2**21 points x 8 bytes, twice (chunk files, then results.npz), on a disk with 10 MB
+    # free (a grid of 2**48 points started and wrote chunk files until the disk was full)
+    spec = {
+        "mechanism": "laplace",
+        "quantities": ["tv"],
+        "grid": {"epsilon": {"linspace": [1, 2, 2**20]}, "sensitivity": [1.0, 2.0]},
+    }
+    usage = shutil.disk_usage(tmp_path)
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=10**7))
+    with pytest.raises(ValueError, match=r"needs 0\.0336 GB more disk space .* 0\.01 GB are free"):
+        sweep(spec, tmp_path / "big", quiet=True)
+    assert os.listdir(tmp_path / "big") == [".lock"]
+    # a resumed sweep counts its finished chunk files as written
+    small = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
+    sweep(small, tmp_path / "small", quiet=True)
+    (tmp_path / "small" / "results.npz").unlink()
+    monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=16))
+    assert sweep(small, tmp_path / "small", quiet=True).computed == 0
 
 
 def test_float64_needs_x64(tmp_path):

@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import shutil
 import sys
 import time
 import zipfile
@@ -254,7 +255,9 @@ def sweep(
     Raises:
         ValueError: a bad spec (before any work), float64 asked for without
             ``jax_enable_x64``, a directory holding something else (a different spec,
-            jaxdp version or chunk size), or a damaged ``manifest.json`` (named).
+            jaxdp version or chunk size), a damaged ``manifest.json`` (named), or too little
+            free disk space in ``out_dir`` for the chunk files and ``results.npz`` (each
+            ``n_points`` times the bytes of a point's quantities; before any work).
 
     Multi-host: call :func:`jax.distributed.initialize` first in every process and run the same
     call everywhere; ``jax.devices()`` then spans all hosts, each process builds only the
@@ -314,6 +317,7 @@ def sweep(
         error: Exception | None = None
         if main:
             try:
+                _check_space(store, n * sum(np.dtype(d).itemsize for d in dtypes.values()))
                 manifest = store.prepare(
                     manifest_for(size, block), explicit_chunk_size=bool(explicit)
                 )
@@ -389,6 +393,26 @@ def sweep(
         seconds=seconds,
         points_per_second=todo.points / seconds if seconds > 0 else 0.0,
     )
+
+
+def _check_space(store: Store, result_bytes: int) -> None:
+    """Refuse a sweep whose chunk files and ``results.npz`` (``result_bytes`` each, the chunks
+    already written counted as done) do not fit in the free space of its directory: a grid
+    of 2**48 points ran on, filling the disk 15 GB a minute, until a write failed."""
+    if store.results_path.exists():  # (finished, or a damaged one is rebuilt in its place)
+        return
+    written = 0
+    if store.chunks.is_dir():
+        with os.scandir(store.chunks) as entries:
+            written = sum(e.stat().st_size for e in entries if e.is_file())
+    need = 2 * result_bytes - written
+    free = shutil.disk_usage(store.root).free
+    if need > free:
+        raise ValueError(
+            f"{store.root}: the sweep needs {need / 1e9:.3g} GB more disk space (its chunk "
+            f"files and results.npz, {result_bytes / 1e9:.3g} GB each), {free / 1e9:.3g} GB "
+            "are free there; use a smaller grid or another --out"
+        )
 
 
 def _note(message: str) -> None:
