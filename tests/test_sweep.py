@@ -585,6 +585,22 @@ def test_spec_errors_are_one_line_and_early(change, message, tmp_path):
     assert not (tmp_path / "never").exists()
 
 
+def test_bad_out_dir_or_grid_name_is_named(tmp_path, monkeypatch):
+    # out_dir 5 or None: pathlib's "expected str, bytes or os.PathLike object, not int";
+    # out_dir "": the sweep went into the current directory; a grid name 3: re's "expected
+    # string or bytes-like object, got 'int'"
+    spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0]}}
+    for out in (5, None):
+        with pytest.raises(TypeError, match="out_dir must be a path"):
+            sweep(spec, out, quiet=True)
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ValueError, match="out_dir: empty path"):
+        sweep(spec, "", quiet=True)
+    with pytest.raises(ValueError, match="grid parameter names must be strings, got 3"):
+        sweep(dict(spec, grid={"epsilon": [1.0], 3: 1.0}), tmp_path / "g", quiet=True)
+    assert os.listdir(tmp_path) == []
+
+
 def test_missing_required_parameter(tmp_path):
     spec = {
         "mechanism": "adversarial_laplace",

@@ -176,6 +176,8 @@ def parse_grid(table: Any) -> Grid:
     axes: list[Axis] = []
     fixed: list[tuple[str, int | float]] = []
     for name, value in table.items():
+        if not isinstance(name, str):  # (a dict spec; TOML keys are strings)
+            raise ValueError(f"spec: grid parameter names must be strings, got {name!r}")
         where = f"grid parameter '{name}'"
         if isinstance(value, Mapping):
             keys = list(value)

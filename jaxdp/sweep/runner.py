@@ -263,6 +263,10 @@ def sweep(
     call everywhere; ``jax.devices()`` then spans all hosts, each process builds only the
     shards of its own devices, and process 0 reads and writes ``out_dir``.
     """
+    if not isinstance(out_dir, str | os.PathLike):
+        raise TypeError(f"out_dir must be a path, got {type(out_dir).__name__}")
+    if not os.fspath(out_dir):  # (Path("") is the current directory)
+        raise ValueError("out_dir: empty path")
     spec = parse_spec(spec)
     if spec.dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError(
