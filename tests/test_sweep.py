@@ -545,6 +545,11 @@ BAD_SPECS = [
     ({"quantities": ["renyi"]}, "'renyi' needs renyi_orders"),
     ({"quantities": ["renyi_x"]}, "quantity 'renyi_x'"),
     ({"quantities": ["renyi_-1"]}, "order must be positive"),
+    # (was "must be positive": inf is, but jaxdp.renyi takes finite orders only)
+    (
+        {"quantities": ["renyi_inf"]},
+        "quantity 'renyi_inf': the Renyi order must be positive and finite",
+    ),
     ({"grid": {"epsilon": {"linspace": [0.1, 1.0]}}}, "linspace needs \\[start, stop, num\\]"),
     ({"grid": {"epsilon": {"logspace": [0, 1, 0]}}}, "num must be a positive integer"),
     ({"grid": {"epsilon": {"range": [0, 1]}}}, "grid parameter 'epsilon' must be"),

@@ -299,7 +299,9 @@ def _quantities(raw: Any, renyi_orders: Any) -> tuple[str, ...]:
             if n.startswith("renyi_"):
                 order = float(n[len("renyi_") :])
                 if not (math.isfinite(order) and order > 0):
-                    raise ValueError(f"spec: quantity '{n}': the Renyi order must be positive")
+                    raise ValueError(
+                        f"spec: quantity '{n}': the Renyi order must be positive and finite"
+                    )
             if n in out:
                 raise ValueError(f"spec: quantity '{n}' is listed twice")
             out.append(n)
