@@ -26,6 +26,7 @@ from pathlib import Path
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 import numpy as np
 import pytest
 
@@ -183,6 +184,8 @@ def test_layout_coords_and_dtypes(clean):
         assert np.all(np.isfinite(v))
     assert clean.manifest["spec_sha256"] == parse_spec(SPEC).digest()
     assert clean.manifest["jaxdp_version"] == jd.__version__
+    assert clean.manifest["jax_version"] == jax.__version__
+    assert clean.manifest["jaxlib_version"] == jaxlib.__version__
 
 
 def test_matches_direct_library_calls(clean):
@@ -553,6 +556,8 @@ BAD_SPECS = [
     ({"grid": {"epsilon": {"linspace": [0.1, 1.0]}}}, "linspace needs \\[start, stop, num\\]"),
     ({"grid": {"epsilon": {"logspace": [0, 1, 0]}}}, "num must be a positive integer"),
     ({"grid": {"epsilon": {"range": [0, 1]}}}, "grid parameter 'epsilon' must be"),
+    # (was taken as the fixed value 3)
+    ({"grid": {"epsilon": {"values": 3}}}, "grid parameter 'epsilon': values needs a list"),
     ({"grid": {"epsilon": []}}, "'epsilon' is an empty list"),
     ({"grid": {"epsilon": ["a"]}}, "must be a number"),
     ({"grid": {"sensitivity": [1.0]}}, None),  # laplace itself refuses: no epsilon nor scale

@@ -189,6 +189,8 @@ def parse_grid(table: Any) -> Grid:
             kind = keys[0]
             args = value[kind]
             if kind == "values":
+                if not isinstance(args, list):  # (a scalar here was taken as a fixed value)
+                    raise ValueError(f"spec: {where}: values needs a list, got {args!r}")
                 value = args  # {values = [...]} is accepted as a synonym of a plain list
             else:
                 if not isinstance(args, list) or len(args) != 3:

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import jax
+import jaxlib
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
@@ -296,6 +297,9 @@ def sweep(
         return {
             "format": FORMAT,
             "jaxdp_version": _jaxdp_version(),
+            # (informational: a resume checks the jaxdp version only)
+            "jax_version": jax.__version__,
+            "jaxlib_version": jaxlib.__version__,
             "spec_sha256": spec.digest(),
             "spec": spec.canonical(),
             "title": spec.title,
