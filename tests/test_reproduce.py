@@ -238,6 +238,14 @@ def test_out_under_a_file(tmp_path, capsys):
     assert "--out" in err and "cannot create" in err
 
 
+def test_a_target_that_is_a_directory(tmp_path, capsys):
+    # found at its rename, after fig2 was written, named by the temporary file (QA pass)
+    (tmp_path / "fig3.png").mkdir()
+    err = _error(capsys, ["reproduce", "--out", str(tmp_path), "--formats", "png"])
+    assert f"--out: '{tmp_path / 'fig3.png'}' is a directory, not a file" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["fig3.png"]
+
+
 @pytest.mark.skipif(os.name != "posix" or os.geteuid() == 0, reason="root can write anywhere")
 def test_out_unwritable(tmp_path, capsys):
     d = tmp_path / "ro"

@@ -83,6 +83,12 @@ def run(args: argparse.Namespace) -> int:
         )
     formats = _formats(args.formats)
     out = prepare_out_dir(args.out)
+    targets = [f"fig{i}.{fmt}" for i in (2, 3, 4, 5) for fmt in formats]
+    for name in targets + ["paper_vs_exact.md", "paper_vs_exact.csv"]:
+        # (found only at the rename, after the figures before it were written, and named
+        # by its temporary file: "Is a directory: '.fig3.png.yekik9jy.tmp' -> 'fig3.png'")
+        if os.path.isdir(os.path.join(out, name)):
+            raise ValueError(f"--out: {os.path.join(out, name)!r} is a directory, not a file")
 
     from jaxdp import plots, report
 
