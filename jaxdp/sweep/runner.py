@@ -377,8 +377,16 @@ def sweep(
                 n_chunks=n_chunks,
             )
         if main and csv and (not finished or not (store.root / "results.csv").exists()):
+            stored = None
+            if finished and not all(
+                store.chunk_path(i, n_chunks).is_file() for i in range(n_chunks)
+            ):
+                # chunk files deleted after the run (README): the CSV from results.npz, whole
+                # in memory (it said "chunks/000000.npz is damaged ... run again")
+                stored = {q: v.reshape(-1) for q, v in load_sweep(store.root).values.items()}
             store.write_csv(
                 quantities=spec.quantities,
+                stored=stored,
                 axis_names=[a.name for a in spec.grid.axes],
                 points=lambda flat: spec.grid.points(flat, inputs.coords),
                 n_points=n,

@@ -450,8 +450,10 @@ class Store:
         chunk_size: int,
         n_chunks: int,
         float_fmt: str,
+        stored: Mapping[str, np.ndarray] | None = None,
     ) -> None:
-        """Write ``results.csv``: one row per point, columns = axes then quantities."""
+        """Write ``results.csv``: one row per point, columns = axes then quantities, read from
+        the chunk files, or from ``stored`` (each quantity flat, in point order) if given."""
 
         def write(f: IO[bytes]) -> None:
             f.write((",".join([*axis_names, *quantities]) + "\n").encode())
@@ -459,7 +461,10 @@ class Store:
                 start = i * chunk_size
                 stop = min(start + chunk_size, n_points)
                 cols = list(points(np.arange(start, stop)).values())
-                cols += [self.read_chunk(i, n_chunks, q, stop - start) for q in quantities]
+                if stored is None:
+                    cols += [self.read_chunk(i, n_chunks, q, stop - start) for q in quantities]
+                else:
+                    cols += [stored[q][start:stop] for q in quantities]
                 fmts = [
                     "%d" if np.issubdtype(c.dtype, np.integer) or c.dtype == bool else float_fmt
                     for c in cols
