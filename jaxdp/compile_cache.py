@@ -45,9 +45,24 @@ def _host_tag() -> str:
 
 
 def default_compile_cache_dir() -> str:
-    """``$XDG_CACHE_HOME/jaxdp/xla-<host>`` (``~/.cache`` when unset), where ``<host>``
-    hashes the jax/jaxlib versions and the CPU's instruction sets."""
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    """``$XDG_CACHE_HOME/jaxdp/xla-<host>`` (``~/.cache`` when unset or, as the XDG spec
+    says, not an absolute path), where ``<host>`` hashes the jax/jaxlib versions and the
+    CPU's instruction sets.
+
+    Raises:
+      ValueError: there is no home directory (``$HOME`` unset and the user has no passwd
+        entry, as for an arbitrary uid in a container) and ``$XDG_CACHE_HOME`` is not set.
+    """
+    base = os.environ.get("XDG_CACHE_HOME", "")
+    if not os.path.isabs(base):
+        # without $HOME and a passwd entry, expanduser leaves "~" as is: a relative path,
+        # and the cache went to a directory named "~" in the working directory
+        home = os.path.expanduser("~")
+        if not os.path.isabs(home):
+            raise ValueError(
+                "no home directory for the compile cache: set $XDG_CACHE_HOME or pass a path"
+            )
+        base = os.path.join(home, ".cache")
     return os.path.join(base, "jaxdp", f"xla-{_host_tag()}")
 
 
@@ -65,7 +80,8 @@ def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_t
       The directory in use.
 
     Raises:
-      ValueError: ``path`` cannot be created or is not a writable directory, or
+      ValueError: ``path`` cannot be created or is not a writable directory (or is not
+        given, and there is no home directory: see :func:`default_compile_cache_dir`), or
         ``min_compile_time_s`` is negative or not finite.
     """
     import jax

@@ -155,3 +155,39 @@ def test_cli_reports_an_unusable_cache_variable_in_one_line(tmp_path, monkeypatc
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and err[0].startswith("jaxdp: error: JAXDP_COMPILE_CACHE: ")
     assert str(not_a_dir) in err[0]
+
+
+def test_no_home_directory_means_no_default_cache_not_one_in_the_working_directory(
+    tmp_path, monkeypatch
+):
+    import pwd
+
+    from jaxdp import cli
+
+    def no_entry(uid):
+        raise KeyError(uid)
+
+    # an arbitrary uid in a container: no $HOME, no passwd entry ("~" stays "~")
+    monkeypatch.delenv("HOME", raising=False)
+    monkeypatch.setattr(pwd, "getpwuid", no_entry)
+    monkeypatch.delenv("JAXDP_COMPILE_CACHE", raising=False)
+    monkeypatch.chdir(tmp_path)
+    before = jax.config.jax_compilation_cache_dir  # (conftest's cache for the test run)
+    jax.config.update("jax_compilation_cache_dir", None)  # as in a user's fresh process
+    try:
+        for xdg in (None, "", "relative/cache"):  # a relative one is ignored (XDG spec)
+            if xdg is None:
+                monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+            else:
+                monkeypatch.setenv("XDG_CACHE_HOME", xdg)
+            with pytest.raises(ValueError, match="no home directory"):
+                jd.default_compile_cache_dir()
+            with pytest.raises(ValueError, match="no home directory"):
+                jd.enable_compile_cache()
+            assert cli._compile_cache() is None  # the CLI runs without a cache
+            assert jax.config.jax_compilation_cache_dir is None
+    finally:
+        jax.config.update("jax_compilation_cache_dir", before)
+    assert list(tmp_path.iterdir()) == []
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert jd.default_compile_cache_dir().startswith(str(tmp_path / "xdg" / "jaxdp" / "xla-"))
