@@ -34,6 +34,17 @@ class SweepSummary(NamedTuple):
     all_converged: bool
 
 
+def _count(text: str) -> int:
+    """argparse type: a positive integer."""
+    try:
+        v = int(text)
+    except ValueError:
+        v = 0
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
+    return v
+
+
 def spec_for(points: int) -> dict:
     """A spec with about ``points`` grid points: eps x 4 shifts x n_theta thetas."""
     n_shift = 4
@@ -53,9 +64,9 @@ def spec_for(points: int) -> dict:
 
 def main(argv: list[str] | None = None) -> SweepSummary:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=int, default=1_000_000, help="approximate grid size")
+    parser.add_argument("--points", type=_count, default=1_000_000, help="approximate grid size")
     parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
-    parser.add_argument("--chunk-size", type=int, default=None, help="points per chunk")
+    parser.add_argument("--chunk-size", type=_count, default=None, help="points per chunk")
     parser.add_argument("--float32", action="store_true", help="compute in float32 (GPUs)")
     args = parser.parse_args(argv)
 

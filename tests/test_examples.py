@@ -116,3 +116,32 @@ def test_large_sweep(tmp_path, capsys):
             ref = laplace_c(mp.mpf(float(shift)) * mp.mpf(float(eps[i])))
             assert math.isclose(res.values["chernoff"][i, j, 0], ref, rel_tol=1e-10)
     assert "points/s" in text
+
+
+@pytest.mark.parametrize(
+    ("name", "argv"),
+    [
+        ("calibrate_laplace", ["--budget", "0.1", "0"]),  # scale inf: "C at b" printed nan
+        ("calibrate_laplace", ["--compositions", "0"]),  # a traceback
+        ("calibrate_laplace", ["--sensitivity", "-1"]),
+        ("membership_composed", ["--eps", "0"]),  # "ValueError: c contains NaN"
+        ("membership_composed", ["--eps", "inf"]),
+        ("membership_composed", ["--k", "0"]),
+        ("membership_composed", ["--eps-rr", "nan"]),
+        ("gradients", ["--batch", "0"]),  # IndexError
+        ("gradients", ["--sigma", "0"]),  # ZeroDivisionError
+        ("gradients", ["--scale", "-1"]),  # printed dC/db = 0 and an alpha for no pair
+        ("gradients", ["--theta", "-1"]),
+        ("gradients", ["--shift", "nan"]),
+        ("large_sweep", ["--points", "-5"]),  # math domain error
+        ("large_sweep", ["--points", "0"]),  # swept 16 points
+        ("large_sweep", ["--chunk-size", "0"]),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line(name, argv, capsys):
+    with pytest.raises(SystemExit) as e:
+        _load(name).main(argv)
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert f"error: argument {argv[0]}: must be " in captured.err.strip().splitlines()[-1]
