@@ -191,3 +191,14 @@ def test_no_home_directory_means_no_default_cache_not_one_in_the_working_directo
     assert list(tmp_path.iterdir()) == []
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert jd.default_compile_cache_dir().startswith(str(tmp_path / "xdg" / "jaxdp" / "xla-"))
+
+
+def test_help_of_no_compile_cache_does_not_promise_more_than_it_does(capsys):
+    # with $JAX_COMPILATION_CACHE_DIR set, `jaxdp --no-compile-cache chernoff ...` still
+    # writes jit__chernoff_dispatch-*-cache there (JAX's own cache is left alone, as the README
+    # says); the help said "do not load or save compiled solvers on disk"
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "do not load or save" not in text
+    assert "$JAX_COMPILATION_CACHE_DIR) is left on, also with this flag" in text
