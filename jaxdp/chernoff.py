@@ -1021,11 +1021,14 @@ def _chernoff(P, Q, method, max_steps):
     )
     alpha = _implicit_alpha(a_star, P, Q)
     # parameters the constructors would have rejected (under jit): nan, never converged
+    # (alpha and the certificate too: they were finite numbers of no pair)
     information = nan_where_invalid(P, Q, information)
+    alpha = nan_where_invalid(P, Q, jnp.broadcast_to(alpha, shape))
+    deriv = nan_where_invalid(P, Q, deriv)
     converged = converged & ~jnp.isnan(information)
     return ChernoffResult(
         information=information,
-        alpha=jnp.broadcast_to(alpha, shape),
+        alpha=alpha,
         derivative=deriv,
         converged=jnp.broadcast_to(converged, shape),
         iterations=jnp.broadcast_to(res.iterations, shape),

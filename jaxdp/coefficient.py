@@ -225,8 +225,10 @@ def nan_where_invalid(P: Distribution, Q: Distribution, value):
     """``value`` with ``nan`` where ``P`` or ``Q`` has parameters its constructor would have
     rejected (a negative or NaN scale, a probability vector off the simplex): under ``jit``
     the constructors cannot check, and a kernel may return a finite number for them (the
-    TV of a Laplace pair with a negative scale was 0, a categorical KL with a NaN mass 0.5)."""
+    TV of a Laplace pair with a negative scale was 0, a categorical KL with a NaN mass 0.5).
+    Its derivatives are ``nan`` there too: a product with a mask, not a ``where`` (whose
+    derivative there, 0, made the gradient at a negative scale a silent 0)."""
     bad = P._invalid() | Q._invalid()
     if bad is False:
         return value
-    return jnp.where(bad, jnp.nan, value)
+    return value * jnp.where(bad, jnp.nan, 1.0)

@@ -977,14 +977,23 @@ def test_invalid_parameters_under_jit_give_nan(make, good, bad):
         "log_bc": lambda P, Q: jd.log_bc(P, Q, 0.3),
         "chernoff": lambda P, Q: jd.chernoff(P, Q).information,
         "converged": lambda P, Q: jd.chernoff(P, Q).converged,
+        # (alpha and the certificate were finite; gradients were 0: QA pass)
+        "alpha": lambda P, Q: jd.chernoff(P, Q).alpha,
+        "derivative": lambda P, Q: jd.chernoff(P, Q).derivative,
     }
     if isinstance(make(good)[0], jd.Product):
         del fns["tv"]  # no TV kernel for this product
+
+    def values(x):
+        out = {name: fn(*make(x)) for name, fn in fns.items()}
+        out["gradient"] = jax.grad(lambda x: jd.chernoff(*make(x)).information + jd.kl(*make(x)))(x)
+        return out
+
     # every function in one compiled program (one compile per case)
-    f = jax.jit(lambda x: {name: fn(*make(x)) for name, fn in fns.items()})
+    f = jax.jit(values)
     at_good = f(good)
     at_bad = [f(x) for x in bad]
-    for name in fns:
+    for name in [*fns, "gradient"]:
         if name == "converged":
             assert bool(at_good[name]) and not any(bool(r[name]) for r in at_bad)
             continue
