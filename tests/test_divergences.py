@@ -481,6 +481,10 @@ def test_categorical_renyi_orders_above_one_vs_mpmath():
     for u in (2.0**-53, 2.0**-50):
         pi, qi = [u, 0.5 - u, 0.5], [4 * u, 0.5 - 4 * u, 0.5]  # sums exactly 1
         assert _categorical_renyi_error(pi, qi, orders[:7]) < 1e-13, u
+    # p = 0 < q at one point (its term in C_a - 1 is (a - 1) q): such pairs took the direct
+    # form, ~1e-16 absolute (order 1 + 1e-9: 0 for 9.3e-10; 1.0001: 1e-4 relative)
+    e = 2.0**-30
+    assert _categorical_renyi_error([0.0, 0.5, 0.5], [e, 0.5, 0.5 - e], orders) < 1e-13
 
 
 @pytest.mark.parametrize(
