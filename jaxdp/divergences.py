@@ -68,6 +68,7 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     mixed derivatives in ``order`` and the parameters (the gradient of that slope). Near 1,
     second derivatives in ``order`` lose digits to cancellation, ~1e-16
     :math:`\log C_\lambda/(\lambda - 1)^3` (2e-4 relative at :math:`1 - 10^{-6}`).
+    Under ``jit`` an ``order`` that is not positive gives ``nan``.
     """
     # KL only where some order is 1: its gradient may overflow (e.g. d/db2 of b1/b2 for a
     # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
@@ -89,7 +90,8 @@ def _renyi(P, Q, order, with_kl=True):
     # the quotient rule's -inf/(l - 1)^2 (found by a QA pass), as its parameter derivatives are.
     finite = jnp.isfinite(log_c)
     value = jnp.where(finite, jnp.where(finite, log_c, 0.0) / (safe - 1.0), jnp.inf)
-    value = jnp.where(jnp.isnan(log_c), jnp.nan, value)
+    # (nan, not a number from the formula, for an order <= 0 that the eager check missed)
+    value = jnp.where(jnp.isnan(log_c) | ~(order > 0), jnp.nan, value)
     if with_kl:
         # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
         # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The

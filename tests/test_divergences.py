@@ -592,6 +592,10 @@ def test_renyi_rejects_bad_order():
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), 0.0)
     with pytest.raises(ValueError, match="order"):
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), -1.0)
+    # traced (no eager check): nan, as log_bc's alpha outside [0, 1] (a negative order gave
+    # inf, order 0 gave 0)
+    got = jax.jit(jd.renyi)(jd.Laplace(), jd.Laplace(1.0), jnp.asarray([-1.0, 0.0, 2.0]))
+    assert np.isnan(got[:2]).all() and np.isfinite(got[2])
 
 
 def test_density_with_smaller_support():
