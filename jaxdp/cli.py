@@ -98,7 +98,11 @@ def _available() -> dict[str, object]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="jaxdp", description=__doc__.splitlines()[0])
+    # (not the module docstring's first line: its reST markup showed as ``jaxdp``)
+    parser = _Parser(
+        prog="jaxdp",
+        description="Exact Chernoff information and divergences for differential privacy.",
+    )
     from jaxdp import __version__
 
     parser.add_argument("--version", action="version", version=f"jaxdp {__version__}")

@@ -202,3 +202,4 @@ def test_help_of_no_compile_cache_does_not_promise_more_than_it_does(capsys):
     text = " ".join(capsys.readouterr().out.split())
     assert "do not load or save" not in text
     assert "$JAX_COMPILATION_CACHE_DIR) is left on, also with this flag" in text
+    assert "``" not in text  # (the description was the module docstring's reST first line)
