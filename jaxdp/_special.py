@@ -401,8 +401,11 @@ def exp_rho_overflows(num, den, power=1):
     float64, ~88 in float32). A product and a comparison (a logarithm would cost a compiled
     kernel); kernels solve such pairs as :math:`(Q, P)`, whose :math:`e^{-\rho} \approx 0`
     every constant absorbs."""
-    big = float(jnp.finfo(jnp.result_type(num, den)).max) / 2.2
-    return num > den * big ** (1.0 / power)
+    dtype = jnp.result_type(num, den)
+    big = float(jnp.finfo(dtype).max) / 2.2
+    # (den in the common dtype: a float32 den times the float64 bound overflowed to inf in
+    # a mixed float32/float64 pair, so nothing was swapped and the constants overflowed)
+    return num > jnp.asarray(den, dtype) * big ** (1.0 / power)
 
 
 def scale_consts(num, den, power=1):

@@ -4,6 +4,7 @@ gradients (envelope theorem and implicit function theorem) vs finite differences
 import functools
 import importlib
 import math
+import warnings
 
 import hypothesis.strategies as st
 import jax
@@ -607,6 +608,19 @@ def test_gaussian_scale_ratios_beyond_float_range_of_their_square():
         info, a = mp_refs.chernoff(mp_refs.gau_log_bc_cf, *c)
         assert _rel(r32.information[i], float(info)) < 1e-5, (c, r32.information[i], info)
         assert _rel(r32.alpha[i], float(a)) < 1e-4, (c, r32.alpha[i], a)
+
+
+def test_mixed_float32_float64_pair_is_mirrored_like_float64():
+    # The overflow test multiplied the float32 scale by float64's largest float, which
+    # overflowed (a RuntimeWarning) in float32: no pair was mirrored and a ratio the float64
+    # pair solves (e^rho = ratio^2 ~ 1e320) gave nan, not converged.
+    s = jnp.float32(1e-10)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        mixed = jd.chernoff(jd.Gaussian(jnp.float32(0.0), s), jd.Gaussian(0.0, 1e150))
+    ref = jd.chernoff(jd.Gaussian(0.0, float(s)), jd.Gaussian(0.0, 1e150))
+    assert bool(mixed.converged) and mixed.information.dtype == jnp.float64
+    assert float(mixed.information) == float(ref.information) > 0
 
 
 def test_gaussian_large_scale_ratios_with_shifts_of_the_wide_scale():
