@@ -371,8 +371,8 @@ def best_advantage_laplace(
     Returns:
         :class:`LaplaceAdvantage` ``(value, error_bound)``, shape
         ``broadcast(epsilon, sensitivity)``. :math:`\varepsilon = 0` gives 0,
-        :math:`\varepsilon = \infty` gives 1; negative :math:`\varepsilon` gives NaN under
-        ``jit`` (``ValueError`` eagerly).
+        :math:`\varepsilon = \infty` gives 1; negative :math:`\varepsilon` or a non-positive
+        ``sensitivity`` gives NaN under ``jit`` (``ValueError`` eagerly).
     """
     n = _check_n(n)
     min_nodes = (n + 1) // 2
@@ -391,7 +391,9 @@ def best_advantage_laplace(
     check_positive("sensitivity", s)
     eps = jnp.broadcast_to(eps, check_broadcast("epsilon, sensitivity", eps.shape, s.shape))
     dtype = eps.dtype
-    bad = jnp.isnan(eps) | (eps < 0)
+    # (and a non-positive or NaN sensitivity, refused when concrete: traced, it gave the
+    # value of |sensitivity|, unlike best_advantage_gaussian's NaN)
+    bad = jnp.isnan(eps) | (eps < 0) | ~(s > 0)
     # A priori: Adv_1 = 1 - e^{-eps/2} <= Adv_n <= 1. Above `cap` that interval is shorter
     # than the unit roundoff, so the recursion (whose intermediate numbers grow like e^eps)
     # is run at `cap` and the answer is the interval.

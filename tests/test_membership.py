@@ -278,6 +278,15 @@ def test_laplace_edges_and_validation():
         mb.best_advantage_laplace(1.0, 6, quadrature_nodes=2)
 
 
+def test_laplace_traced_bad_sensitivity_is_nan():
+    # Refused when concrete; traced, a non-positive sensitivity gave the advantage of
+    # |sensitivity| (0.448 at eps = 1, n = 2), where best_advantage_gaussian gives NaN.
+    s = jnp.asarray([-1.0, 0.0, jnp.nan, 2.0])
+    r = jax.jit(lambda s: mb.best_advantage_laplace(1.0, 2, sensitivity=s))(s)
+    assert np.isnan(r.value[:3]).all() and np.isnan(r.error_bound[:3]).all(), r
+    np.testing.assert_array_equal(r.value[3], mb.best_advantage_laplace(1.0, 2).value)
+
+
 # --------------------------------------------------------------------------------------------
 # Gaussian and randomized response
 # --------------------------------------------------------------------------------------------
