@@ -477,7 +477,8 @@ def allocate_budget(
     Raises:
       ValueError: non-positive or non-finite budget, sensitivities or weights, mismatched
         shapes, unknown mechanism, a callable mechanism without ``variance``, or a
-        negative or non-finite ``tol``.
+        negative or non-finite ``tol``. Traced (under ``jit``/``vmap``), a bad budget,
+        sensitivity or weight gives ``nan`` in every float field and ``converged=False``.
     """
     if isinstance(mechanism, str):
         if mechanism not in _BUILTIN:
@@ -578,7 +579,7 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     if compare_bound:
         nan0 = nan[0]
         x_bound, *_ = _kkt_point("bound", pair, variance, x_bound, nan0, nan0, a_bound, b, s, w)
-    return AllocationResult(
+    result = AllocationResult(
         scales=jnp.exp(x_opt),
         objective=objective,
         chernoff=info,
@@ -594,3 +595,17 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
         iterations=it,
         converged=converged,
     )
+    # Traced arguments skip the eager checks: a negative budget or weight gave plausible
+    # scales (budget -0.1: [1.3e-7, 1.9e-7]), flagged only by converged=False. nan there, in
+    # values and derivatives (a mask, not a where, whose derivative would be 0).
+    budget, s, w = lax.stop_gradient(live)
+    ok = (budget > 0) & (budget < jnp.inf)
+    for v in (s, w):
+        ok = ok & jnp.all((v > 0) & (v < jnp.inf))
+    mask = jnp.where(ok, 1.0, jnp.nan)
+    floats = {
+        f: getattr(result, f) * mask
+        for f in result._fields
+        if jnp.issubdtype(getattr(result, f).dtype, jnp.floating)
+    }
+    return result._replace(**floats, converged=result.converged & ok)

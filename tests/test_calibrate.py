@@ -598,6 +598,22 @@ def test_allocation_bad_arguments():
         allocate_budget(1.0, [1.0, 2.0], variance=3)
 
 
+def test_allocation_of_traced_bad_arguments_is_nan():
+    # under jit the eager checks are skipped: budget -0.1 gave scales [1.3e-7, 1.9e-7], a
+    # negative weight [1.118, 1.118], flagged by converged=False only (QA pass)
+    def run(budget, w0):
+        return allocate_budget(budget, jnp.asarray([1.0, 2.0]), jnp.stack([w0, 1.0]))
+
+    f = jax.jit(jax.vmap(run))
+    res = f(jnp.asarray([1.0, -0.1, 1.0]), jnp.asarray([1.0, 1.0, -1.0]))
+    assert np.asarray(res.converged).tolist() == [True, False, False]
+    for name in res._fields:
+        v = np.asarray(getattr(res, name))
+        if v.dtype.kind == "f":  # (bound_*: nan without compare_bound)
+            assert name.startswith("bound") or np.all(np.isfinite(v[0])), name
+            assert np.all(np.isnan(v[1:])), name
+
+
 # --------------------------------------------------------------------------------------------
 # CLI
 # --------------------------------------------------------------------------------------------
