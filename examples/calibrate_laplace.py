@@ -13,9 +13,9 @@ All budgets are solved in one batched, jitted call (``jaxdp.calibrate``).
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NamedTuple
 
+import _argtypes as argtypes  # (examples/_argtypes.py, beside this script)
 import jax
 import numpy as np
 
@@ -29,33 +29,13 @@ class Calibrated(NamedTuple):
     converged: np.ndarray
 
 
-def _positive(text: str) -> float:
-    """argparse type: a positive and finite float (anything else: argparse's one-line error)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
-
 def main(argv: list[str] | None = None) -> Calibrated:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--budget", type=_positive, nargs="+", default=[0.01, 0.1, 1.0])
-    parser.add_argument("--compositions", type=_count, default=1, help="number of releases n")
-    parser.add_argument("--sensitivity", type=_positive, default=1.0)
+    parser.add_argument("--budget", type=argtypes.positive, nargs="+", default=[0.01, 0.1, 1.0])
+    parser.add_argument(
+        "--compositions", type=argtypes.count, default=1, help="number of releases n"
+    )
+    parser.add_argument("--sensitivity", type=argtypes.positive, default=1.0)
     args = parser.parse_args(argv)
 
     jax.config.update("jax_enable_x64", True)  # user code may; the library never does

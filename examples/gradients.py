@@ -18,9 +18,9 @@ then evaluates a whole batch of gradients in one vmapped, jitted call.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NamedTuple
 
+import _argtypes as argtypes  # (examples/_argtypes.py, beside this script)
 import numpy as np
 
 
@@ -37,46 +37,19 @@ class Gradients(NamedTuple):
     batch_grads: np.ndarray  # dC/db on the batch
 
 
-def _positive(text: str) -> float:
-    """argparse type: a positive and finite float (anything else: argparse's one-line error)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
-    return v
-
-
-def _finite(text: str) -> float:
-    """argparse type: a finite float (anything else: argparse's one-line error)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not math.isfinite(v):
-        raise argparse.ArgumentTypeError(f"must be finite, got {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
-
 def main(argv: list[str] | None = None) -> Gradients:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--scale", type=_positive, default=2.0, help="Laplace scale b")
-    parser.add_argument("--sigma", type=_positive, default=1.5, help="Gaussian sigma")
-    parser.add_argument("--theta", type=_positive, default=2.0, help="scale ratio of the attack")
-    parser.add_argument("--shift", type=_finite, default=1.0, help="mean shift of the attack")
-    parser.add_argument("--batch", type=_count, default=1000, help="size of the vmapped batch")
+    parser.add_argument("--scale", type=argtypes.positive, default=2.0, help="Laplace scale b")
+    parser.add_argument("--sigma", type=argtypes.positive, default=1.5, help="Gaussian sigma")
+    parser.add_argument(
+        "--theta", type=argtypes.positive, default=2.0, help="scale ratio of the attack"
+    )
+    parser.add_argument(
+        "--shift", type=argtypes.finite, default=1.0, help="mean shift of the attack"
+    )
+    parser.add_argument(
+        "--batch", type=argtypes.count, default=1000, help="size of the vmapped batch"
+    )
     args = parser.parse_args(argv)
 
     import jax

@@ -20,6 +20,7 @@ import os
 import tempfile
 from typing import NamedTuple
 
+import _argtypes as argtypes  # (examples/_argtypes.py, beside this script)
 import numpy as np
 
 
@@ -32,17 +33,6 @@ class SweepSummary(NamedTuple):
     max_eq35_ratio: float  # max eq35 / chernoff
     min_eq35_ratio: float
     all_converged: bool
-
-
-def _count(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
 
 
 def spec_for(points: int) -> dict:
@@ -64,9 +54,11 @@ def spec_for(points: int) -> dict:
 
 def main(argv: list[str] | None = None) -> SweepSummary:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--points", type=_count, default=1_000_000, help="approximate grid size")
+    parser.add_argument(
+        "--points", type=argtypes.count, default=1_000_000, help="approximate grid size"
+    )
     parser.add_argument("--out", default=None, help="output directory (default: a temp dir)")
-    parser.add_argument("--chunk-size", type=_count, default=None, help="points per chunk")
+    parser.add_argument("--chunk-size", type=argtypes.count, default=None, help="points per chunk")
     parser.add_argument("--float32", action="store_true", help="compute in float32 (GPUs)")
     args = parser.parse_args(argv)
 

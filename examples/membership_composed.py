@@ -16,8 +16,9 @@ one person is in the data (best advantage = TPR - FPR)?
 from __future__ import annotations
 
 import argparse
-import math
 from typing import NamedTuple
+
+import _argtypes as argtypes  # (examples/_argtypes.py, beside this script)
 
 
 class Composed(NamedTuple):
@@ -31,44 +32,15 @@ class Composed(NamedTuple):
     laplace_bound: float  # sqrt(1 - e^{-2 k C_lap})
 
 
-def _positive(text: str) -> float:
-    """argparse type: a positive and finite float (anything else: argparse's one-line error)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and v > 0):
-        raise argparse.ArgumentTypeError(f"must be positive and finite, got {text!r}")
-    return v
-
-
-def _nonnegative(text: str) -> float:
-    """argparse type: a non-negative and finite float (anything else: argparse's one-line error)."""
-    try:
-        v = float(text)
-    except ValueError:
-        v = math.nan
-    if not (math.isfinite(v) and v >= 0):
-        raise argparse.ArgumentTypeError(f"must be non-negative and finite, got {text!r}")
-    return v
-
-
-def _count(text: str) -> int:
-    """argparse type: a positive integer."""
-    try:
-        v = int(text)
-    except ValueError:
-        v = 0
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text!r}")
-    return v
-
-
 def main(argv: list[str] | None = None) -> Composed:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=_count, default=5, help="number of Laplace queries")
-    parser.add_argument("--eps", type=_positive, default=0.5, help="eps of each Laplace query")
-    parser.add_argument("--eps-rr", type=_nonnegative, default=1.0, help="eps of the RR bit")
+    parser.add_argument("--k", type=argtypes.count, default=5, help="number of Laplace queries")
+    parser.add_argument(
+        "--eps", type=argtypes.positive, default=0.5, help="eps of each Laplace query"
+    )
+    parser.add_argument(
+        "--eps-rr", type=argtypes.nonnegative, default=1.0, help="eps of the RR bit"
+    )
     args = parser.parse_args(argv)
 
     import jax
