@@ -1022,12 +1022,15 @@ def write_atomic(path: str | os.PathLike, data: bytes | str) -> None:
         fh.write(data.encode() if isinstance(data, str) else data)
 
 
+#: The files :func:`write_table` writes (``jaxdp reproduce`` checks them before any work).
+TABLE_FILES = ("paper_vs_exact.md", "paper_vs_exact.csv")
+
+
 def write_table(
     rows: Sequence[Finding], out_dir: str | os.PathLike, *, dtype: str = "float64"
 ) -> tuple[str, str]:
     """Write ``paper_vs_exact.md`` and ``paper_vs_exact.csv`` into ``out_dir`` (atomically)."""
-    md = os.path.join(os.fspath(out_dir), "paper_vs_exact.md")
-    cs = os.path.join(os.fspath(out_dir), "paper_vs_exact.csv")
+    md, cs = (os.path.join(os.fspath(out_dir), name) for name in TABLE_FILES)
     write_atomic(md, table_markdown(rows, dtype=dtype))
     write_atomic(cs, table_csv(rows))
     return md, cs

@@ -83,26 +83,29 @@ def run(args: argparse.Namespace) -> int:
         )
     formats = _formats(args.formats)
     out = prepare_out_dir(args.out)
-    targets = [f"fig{i}.{fmt}" for i in (2, 3, 4, 5) for fmt in formats]
-    for name in targets + ["paper_vs_exact.md", "paper_vs_exact.csv"]:
+
+    from jaxdp import plots, report
+
+    figures = ("fig2", "fig3", "fig4", "fig5")
+    targets = [f"{fig}.{fmt}" for fig in figures for fmt in formats] + list(report.TABLE_FILES)
+    for name in targets:
         # (found only at the rename, after the figures before it were written, and named
         # by its temporary file: "Is a directory: '.fig3.png.yekik9jy.tmp' -> 'fig3.png'")
         if os.path.isdir(os.path.join(out, name)):
             raise ValueError(f"--out: {os.path.join(out, name)!r} is a directory, not a file")
-
-    from jaxdp import plots, report
 
     eps = report.eps_grid(points or report.DEFAULT_POINTS)
     dtype = str(eps.dtype)
     written: list[str] = []
     workers = max(2, min(4, os.cpu_count() or 2))
     with concurrent.futures.ThreadPoolExecutor(max_workers=workers) as pool:
-        jobs = {
-            "fig2": pool.submit(report.fig2_data, eps),
-            "fig3": pool.submit(report.fig3_data, eps),
-            "fig4": pool.submit(report.membership_data, eps, 1),
-            "fig5": pool.submit(report.membership_data, eps, 3),
-        }
+        submitted = (
+            pool.submit(report.fig2_data, eps),
+            pool.submit(report.fig3_data, eps),
+            pool.submit(report.membership_data, eps, 1),
+            pool.submit(report.membership_data, eps, 3),
+        )
+        jobs = dict(zip(figures, submitted, strict=True))
         data = {}
         for name, job in jobs.items():  # draw each figure as soon as its data is ready
             data[name] = job.result()
