@@ -56,7 +56,7 @@ class LaplaceAdvantage(NamedTuple):
         value: the total variation :math:`\\mathrm{TV}(P^n, Q^n)` (dimensionless, in [0, 1]).
         error_bound: a bound on ``|value - exact|``: the Gauss-Legendre remainder bound
             (rigorous in exact arithmetic) plus a first-order worst-case rounding bound for
-            the dtype, capped by the length :math:`e^{-\varepsilon/2}` of the a-priori
+            the dtype, capped by the length :math:`e^{-\\varepsilon/2}` of the a-priori
             interval. See :func:`best_advantage_laplace`.
     """
 
