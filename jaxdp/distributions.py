@@ -348,8 +348,8 @@ class Density(Distribution):
         level up doubles the nodes and the cost; the error of these double-exponential
         rules roughly squares, so the change from ``level`` to ``level + 1`` estimates the
         error at ``level``: check a density that bends sharply between its breakpoints
-        that way (see the Limitations in the README). A pair uses the higher level of its
-        densities.
+        that way (README, section "Precision", "Limits of the quadrature path"). A pair
+        uses the higher level of its densities.
 
     The density must integrate to 1, and ``centre``, ``scale`` and ``breakpoints`` tell the
     quadrature rule where it lives: with concrete parameters the constructor checks that

@@ -1,9 +1,12 @@
-"""The documentation says what the code does: docstrings render as written."""
+"""The documentation says what the code does: docstrings render as written, cite what exists."""
 
 import importlib
 import inspect
 import pkgutil
 import re
+from pathlib import Path
+
+import pytest
 
 import jaxdp
 
@@ -29,3 +32,20 @@ def test_docstrings_have_no_control_characters():
     # a non-raw docstring turns "\varepsilon" into a vertical tab and "arepsilon"
     bad = [name for name, obj in _documented_objects() if _CONTROL.search(obj.__doc__ or "")]
     assert bad == []
+
+
+def test_readme_sections_cited_by_docstrings_exist():
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if not readme.exists():  # tests run against an installed package without its checkout
+        pytest.skip("no README.md beside tests/")
+    text = readme.read_text(encoding="utf-8")
+    headings = set(re.findall(r"^#+ (.+?)\s*$", text, re.M))
+    cited = []
+    for name, obj in _documented_objects():
+        doc = " ".join((obj.__doc__ or "").split())
+        cited += [(name, s) for s in re.findall(r"the ([A-Z][\w ]*?) in the README", doc)]
+        for section, item in re.findall(r'README, section "([^"]+)"(?:, "([^"]+)")?', doc):
+            cited.append((name, section))
+            if item:
+                assert item in text, (name, item)
+    assert [c for c in cited if c[1] not in headings] == []

@@ -46,8 +46,9 @@ def test_level_change_estimates_the_rules_error():
     want = _mp_log_bc(A)
     got = {L: float(jd.log_bc(_mixture(L), Q, A)) for L in (5, 6, 7)}
     err = {L: abs(float((mp.mpf(v) - want) / want)) for L, v in got.items()}
-    # the default level misses the switch (README, Limitations); each level up squares
-    # the error roughly, so the change from 5 to 6 is the error at 5 to within a few %
+    # the default level misses the switch (README, Precision: limits of the quadrature
+    # path); each level up squares the error roughly, so the change from 5 to 6 is the
+    # error at 5 to within a few %
     assert err[5] > 1e-9
     assert err[6] < 1e-10
     assert err[7] < 1e-13
