@@ -333,9 +333,9 @@ def fig_membership(d: MembershipData, *, number: int) -> Figure:
     handles, labels = left.get_legend_handles_labels()
     fig.legend(handles, labels, loc="outside lower center", ncol=2, fontsize=9.5, frameon=False)
     fig.suptitle(
-        f"Figure {number} — membership-advantage bounds for n = {n} "
-        "at budget $n\\varepsilon$: the paper's bounds (dashed/dotted) vs exact (solid); "
-        "the bound from Chernoff information dash-dotted",
+        f"Figure {number} — membership-advantage bounds for n = {n} at budget "
+        "$n\\varepsilon$\nthe paper's bounds (dashed/dotted) vs exact (solid); the bound "
+        "from Chernoff information dash-dotted",
         fontsize=12.5,
     )
     return fig
