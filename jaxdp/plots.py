@@ -312,7 +312,7 @@ def fig_membership(d: MembershipData, *, number: int) -> Figure:
             tf(b.bayes_security),
             color="tab:blue",
             lw=_PAPER_LW,
-            dashes=(3, 1, 1, 1),
+            dashes=(2.5, 1.5),  # dashed: dash-dot is the bound from Chernoff information
             label="(42) Bayes security $\\tanh(n\\varepsilon/2)$"
             + (" (= exact for n = 1)" if n == 1 else ""),
             zorder=3.5,

@@ -47,3 +47,20 @@ def test_membership_figure_texts_fit_on_the_figure(n, number):
         e = text.get_window_extent(renderer)
         assert box.x0 - 0.5 <= e.x0 and e.x1 <= box.x1 + 0.5, getattr(text, "get_text", str)()
         assert box.y0 - 0.5 <= e.y0 and e.y1 <= box.y1 + 0.5, getattr(text, "get_text", str)()
+
+
+@pytest.mark.parametrize("n", [1, 3])
+def test_membership_figure_line_styles_follow_its_title(n):
+    # the title: "the paper's bounds (dashed/dotted) vs exact (solid); the bound from
+    # Chernoff information dash-dotted" -- so no paper bound may be dash-dotted
+    fig = plots.fig_membership(_membership(n), number=4)
+    for ax in fig.axes:
+        for line in ax.get_lines():
+            label = line.get_label()
+            pattern = line._unscaled_dash_pattern[1]  # None: solid; (on, off, ...) otherwise
+            if label.startswith("("):  # a paper formula, "(39) Yeom et al. ..."
+                assert pattern is not None and len(pattern) == 2, (label, pattern)
+            elif label.startswith("tight bound via Chernoff"):
+                assert pattern is not None and len(pattern) == 4, (label, pattern)
+            elif label.startswith("exact"):
+                assert pattern is None, (label, pattern)
