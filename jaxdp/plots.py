@@ -72,16 +72,16 @@ def fig2(d: Fig2Data) -> Figure:
     axes = fig.subplots(1, 2)
     paper_curves = [
         (d.eq30, "(30) max$_\\alpha$  'Chernoff-Cuff'", "tab:red", (6, 2)),
-        (d.eq31, "(31) $C_{ubI}$, max$_\\alpha$", "tab:orange", (4, 2, 1, 2)),
+        (d.eq31, "(31) $C_{ubI}$, max$_\\alpha$", "tab:orange", (3, 1.2)),
         (d.eq32, "(32) $C_{ubII}$, max$_\\alpha$", "tab:olive", (2, 2)),
-        (d.eq72, "(72) $C^*_{ub}$", "tab:blue", (8, 3, 2, 3)),
+        (d.eq72, "(72) $C^*_{ub}$", "tab:blue", (10, 2.5)),
         (d.ub1, "'UB I': (31) at $\\alpha^*_{alt}$ (43)", "tab:purple", (5, 3)),
         (d.ub2, "'UB II': (31) at $\\alpha^*_{ub,I}$", "tab:cyan", (1, 1.5)),
         (
             d.eq30_half,
             "'$\\alpha$ = 0.5': (30) objective at $\\alpha=1/2$",
             "tab:brown",
-            (3, 1, 1, 1),
+            (0.8, 2.2),
         ),
         (
             d.eq22,
@@ -162,7 +162,7 @@ def fig2(d: Fig2Data) -> Figure:
     fig.legend(handles, labels, loc="outside lower center", ncol=3, fontsize=9, frameon=False)
     fig.suptitle(
         "Figure 2 — Chernoff information of $\\varepsilon$-DP pairs: the paper's closed forms "
-        "(dashed) vs the exact supremum (solid)",
+        "(dashed or dotted) vs the exact supremum (solid)",
         fontsize=12.5,
     )
     return fig

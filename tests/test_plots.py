@@ -12,7 +12,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 
 from jaxdp import plots
 from jaxdp.membership import MembershipBounds
-from jaxdp.report import MembershipData
+from jaxdp.report import Fig2Data, MembershipData
 
 EPS = np.geomspace(1e-3, 10.0, 16)
 
@@ -64,3 +64,27 @@ def test_membership_figure_line_styles_follow_its_title(n):
                 assert pattern is not None and len(pattern) == 4, (label, pattern)
             elif label.startswith("exact"):
                 assert pattern is None, (label, pattern)
+
+
+def _fig2_data() -> Fig2Data:
+    c = np.log(np.cosh(EPS / 2))
+    curves = {f: c * (1.0 + 0.1 * i) for i, f in enumerate(Fig2Data._fields[1:])}
+    curves["engine_converged"] = np.ones(len(EPS), bool)
+    return Fig2Data(eps=EPS, **curves)
+
+
+def test_fig2_line_styles_follow_the_convention():
+    # plots' module doc, for every figure: the paper's closed forms dashed or dotted, exact
+    # values solid (and the title says so)
+    fig = plots.fig2(_fig2_data())
+    assert "dashed or dotted" in fig._suptitle.get_text()
+    labels = []
+    for line in fig.axes[0].get_lines():
+        label = line.get_label()
+        pattern = line._unscaled_dash_pattern[1]
+        if label.startswith(("(", "'")):  # "(30) max ...", "'UB I': ...", "'$\alpha$ = 0.5'"
+            labels.append(label)
+            assert pattern is not None and len(pattern) == 2, (label, pattern)
+        elif label.startswith("exact"):
+            assert pattern is None, (label, pattern)
+    assert len(labels) == 8
