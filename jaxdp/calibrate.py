@@ -94,8 +94,8 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
   ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
 * Total variation is below 1 for every parameter: ``budget >= 1`` gives the no-noise limit
   (scale 0 / :math:`\varepsilon = \infty`) with ``achieved = 1``.
-* Negative or NaN budgets raise ``ValueError`` eagerly and give ``nan`` with
-  ``converged = False`` under ``jit``.
+* Negative or NaN budgets raise ``ValueError`` eagerly and give ``nan`` (and ``nan``
+  derivatives) with ``converged = False`` under ``jit``.
 * For callables the limits are not known: budgets out of range come back with
   ``converged = False``; ``budget == 0`` still gives the no-release limit (the direction is
   read off the derivative at ``p = 1``).
@@ -544,7 +544,11 @@ def _calibrate_jit(spec, metric, n, max_steps, budget, s):
     s = jnp.broadcast_to(s, shape)
     res, slope = _solve(spec, metric, n, max_steps, lax.stop_gradient(budget), lax.stop_gradient(s))
     p, achieved = _implicit(spec, metric, n, budget, s, res.parameter, res.achieved, slope)
-    return CalibrationResult(p, achieved, res.converged, res.iterations)
+    # Traced, the eager checks are skipped: an invalid budget gives nan, also in the
+    # derivatives (a mask, not a where: the implicit-function rule gave them as 0)
+    ok = ~(jnp.isnan(budget) | (budget < 0))
+    mask = jnp.where(ok, 1.0, jnp.nan).astype(p.dtype)
+    return CalibrationResult(p * mask, achieved * mask, res.converged & ok, res.iterations)
 
 
 def calibrate(

@@ -328,6 +328,16 @@ def test_float32_tv_of_compositions_converges(mechanism):
     assert np.all(achieved >= b * (1 - np.sqrt(np.finfo(np.float32).eps)))
 
 
+def test_traced_bad_budget_has_nan_derivatives():
+    # under jit a negative or NaN budget gives a nan parameter, but its derivative was 0
+    # (the implicit-function rule masked it out with a where), as plausible as a real one
+    c = jnp.asarray([-0.1, jnp.nan, 0.5])
+    jvp = jax.jit(lambda c: jax.jvp(lambda c: calibrate("gaussian", c).parameter, (c,), (c,)))
+    p, dp = (np.asarray(v) for v in jvp(c))
+    assert np.all(np.isnan(p[:2])) and np.all(np.isnan(dp[:2]))
+    np.testing.assert_allclose(dp[2], -p[2] / 2, rtol=1e-12)  # sigma ~ c^(-1/2): c dp/dc
+
+
 def test_broadcasting_sensitivities():
     s = np.linspace(0.5, 3.0, B.size)
     r = calibrate("gaussian", B, sensitivity=s, compositions=3)
