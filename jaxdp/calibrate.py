@@ -544,9 +544,15 @@ def _calibrate_jit(spec, metric, n, max_steps, budget, s):
     s = jnp.broadcast_to(s, shape)
     res, slope = _solve(spec, metric, n, max_steps, lax.stop_gradient(budget), lax.stop_gradient(s))
     p, achieved = _implicit(spec, metric, n, budget, s, res.parameter, res.achieved, slope)
-    # Traced, the eager checks are skipped: an invalid budget gives nan, also in the
-    # derivatives (a mask, not a where: the implicit-function rule gave them as 0)
-    ok = ~(jnp.isnan(budget) | (budget < 0))
+    # Traced, the eager checks are skipped: an invalid budget or sensitivity gives nan, also
+    # in the derivatives (a mask, not a where: the implicit-function rule gave them as 0). A
+    # bad sensitivity gave plausible numbers (-1: scale inf at budget 0 with converged=True;
+    # geometric 1.5: epsilon 0.967; randomized response ignored it)
+    ok = ~(jnp.isnan(budget) | (budget < 0)) & (s > 0) & (s < jnp.inf)
+    if spec.name == "geometric":
+        ok = ok & (s == jnp.round(s))
+    elif spec.name in ("randomized_response", "callable"):
+        ok = ok & (s == 1)
     mask = jnp.where(ok, 1.0, jnp.nan).astype(p.dtype)
     return CalibrationResult(p * mask, achieved * mask, res.converged & ok, res.iterations)
 
@@ -600,7 +606,9 @@ def calibrate(
 
     Raises:
       ValueError: unknown mechanism or metric, bad ``compositions``/``max_steps``, negative
-        or NaN budgets, non-positive sensitivity (concrete values only); for
+        or NaN budgets, a non-positive or non-finite sensitivity, a non-integer one for
+        ``"geometric"``, one other than 1 for randomized response and callables (concrete
+        values only: traced, these give ``nan`` and ``converged=False``); for
         ``metric="tv"`` of ``"geometric"`` with ``compositions > 1``, an exact sum beyond
         the size limits of :func:`jaxdp.best_advantage_geometric`.
       TypeError: a traced ``sensitivity`` there (its largest value sizes that sum).

@@ -338,6 +338,27 @@ def test_traced_bad_budget_has_nan_derivatives():
     np.testing.assert_allclose(dp[2], -p[2] / 2, rtol=1e-12)  # sigma ~ c^(-1/2): c dp/dc
 
 
+@pytest.mark.parametrize(
+    ("mechanism", "bad", "good"),
+    [
+        ("laplace", [-1.0, 0.0, np.nan, np.inf], 2.0),
+        ("geometric", [1.5], 2.0),
+        ("randomized_response", [2.0], 1.0),
+    ],
+)
+def test_traced_bad_sensitivity_is_nan(mechanism, bad, good):
+    # under jit the eager checks are skipped: sensitivity -1 gave scale inf at budget 0 and 0
+    # at inf with converged=True, geometric 1.5 an epsilon of 0.967, randomized response
+    # ignored a sensitivity of 2 (converged=True)
+    c = jnp.asarray([0.0, 0.3, jnp.inf])
+    s = jnp.asarray(bad + [good])[:, None]
+    r = jax.jit(lambda s: calibrate(mechanism, c, sensitivity=s))(s)
+    p, achieved, converged = (np.asarray(v) for v in r[:3])
+    assert np.all(np.isnan(p[:-1])) and np.all(np.isnan(achieved[:-1]))
+    assert not converged[:-1].any() and converged[-1].all()
+    assert not np.isnan(p[-1]).any()
+
+
 def test_broadcasting_sensitivities():
     s = np.linspace(0.5, 3.0, B.size)
     r = calibrate("gaussian", B, sensitivity=s, compositions=3)
