@@ -605,7 +605,8 @@ def calibrate(
       ``>= 1`` gives scale 0 / :math:`\varepsilon = \infty` (see the module doc).
 
     Raises:
-      ValueError: unknown mechanism or metric, bad ``compositions``/``max_steps``, negative
+      ValueError: unknown mechanism or metric, bad ``compositions`` (also one of ``2**63``
+        or more, ``2**31`` without ``jax_enable_x64``) or ``max_steps``, negative
         or NaN budgets, a non-positive or non-finite sensitivity, a non-integer one for
         ``"geometric"``, one other than 1 for randomized response and callables (concrete
         values only: traced, these give ``nan`` and ``converged=False``); for
@@ -626,6 +627,12 @@ def calibrate(
         raise ValueError(f"compositions must be a positive int, got {compositions!r}")
     if compositions < 1:
         raise ValueError(f"compositions must be a positive int, got {compositions!r}")
+    # n enters the solver as an integer of JAX's default width: beyond it JAX raised an
+    # OverflowError about an argument "x2" deep inside the first call
+    bits = 63 if jax.config.jax_enable_x64 else 31
+    if compositions >= 2**bits:
+        hint = "" if bits == 63 else " without jax_enable_x64 (2**63 with it)"
+        raise ValueError(f"compositions must be below 2**{bits}{hint}, got {compositions!r}")
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     budget_in = budget

@@ -283,6 +283,18 @@ def test_bad_arguments(kwargs, match):
         calibrate("laplace", **kwargs)
 
 
+def test_compositions_beyond_the_integer_width():
+    # JAX raised an OverflowError about an argument "x2" from inside the solver
+    with pytest.raises(ValueError, match=r"compositions must be below 2\*\*63"):
+        calibrate("laplace", 0.1, compositions=2**63)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match=r"compositions must be below 2\*\*31 without"):
+            calibrate("laplace", 0.1, compositions=2**31)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
 def test_bad_mechanism_and_sensitivity():
     with pytest.raises(ValueError, match="mechanism"):
         calibrate("exponential", 0.1)
