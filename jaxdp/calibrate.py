@@ -398,7 +398,7 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
 
     def cond(state):
         done, it = state[6], state[8]
-        return jnp.any(~done) & (jnp.max(it) < max_steps)
+        return jnp.any(~done) & (jnp.max(it, initial=0) < max_steps)  # (0: empty batches)
 
     def body(state):
         x, sigma, lo, hi, achieved, slope, done, ok, it, k = state

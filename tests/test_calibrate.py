@@ -340,6 +340,12 @@ def test_float32_tv_of_compositions_converges(mechanism):
     assert np.all(achieved >= b * (1 - np.sqrt(np.finfo(np.float32).eps)))
 
 
+def test_empty_batch():
+    # an empty batch raised "zero-size array to reduction operation max" from the solver
+    r = calibrate("gaussian", np.zeros((0, 1)), sensitivity=[1.0, 2.0])
+    assert all(np.asarray(v).shape == (0, 2) for v in r)
+
+
 def test_traced_bad_budget_has_nan_derivatives():
     # under jit a negative or NaN budget gives a nan parameter, but its derivative was 0
     # (the implicit-function rule masked it out with a where), as plausible as a real one
