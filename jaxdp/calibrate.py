@@ -633,7 +633,11 @@ def calibrate(
     if compositions >= 2**bits:
         hint = "" if bits == 63 else " without jax_enable_x64 (2**63 with it)"
         raise ValueError(f"compositions must be below 2**{bits}{hint}, got {compositions!r}")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, int | np.integer)  # (np.int64(64) was refused)
+        or max_steps < 1
+    ):
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     budget_in = budget
     budget, s = _checks.as_inexact(budget, sensitivity, names=("budget", "sensitivity"))
@@ -667,4 +671,4 @@ def calibrate(
             compositions, np.broadcast_to(np.asarray(s_vals), shape), budget.dtype
         )
         spec = dataclasses.replace(spec, max_sensitivity=dmax)
-    return _calibrate_jit(spec, metric, int(compositions), max_steps, budget, s)
+    return _calibrate_jit(spec, metric, int(compositions), int(max_steps), budget, s)

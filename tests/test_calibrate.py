@@ -283,8 +283,10 @@ def test_bad_arguments(kwargs, match):
         calibrate("laplace", **kwargs)
 
 
-def test_compositions_beyond_the_integer_width():
+def test_compositions_and_max_steps_numpy_and_beyond_the_integer_width():
     # JAX raised an OverflowError about an argument "x2" from inside the solver
+    r = calibrate("laplace", 0.1, compositions=np.int64(2), max_steps=np.int64(64))
+    assert bool(r.converged)  # (numpy integers: max_steps=np.int64(64) was refused)
     with pytest.raises(ValueError, match=r"compositions must be below 2\*\*63"):
         calibrate("laplace", 0.1, compositions=2**63)
     jax.config.update("jax_enable_x64", False)
