@@ -393,7 +393,13 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
 
     # The guess aims a little lower (16u) so that its first evaluation is usually accepted.
     x0 = jnp.log(_guess(spec, metric, n, c * (1.0 - 16.0 * eps), s))
-    sigma0 = jnp.full_like(c, float(spec.direction) if spec.direction else jnp.nan)
+    if spec.direction:
+        sigma0 = jnp.full_like(c, float(spec.direction))
+    else:  # callables: the direction is the sign of the slope at the guess p = 1, read here
+        # too (the loop does not run when every budget is a limit: budget 0 alone gave nan
+        # with converged=False, batched with 0.1 scale inf with converged=True)
+        sigma0 = jnp.sign(_value_and_slope(spec, metric, n, x0, s)[1])
+        sigma0 = jnp.where(sigma0 == 0, jnp.nan, sigma0)
     inf = jnp.full_like(c, jnp.inf)
 
     def cond(state):

@@ -514,6 +514,10 @@ def test_callable_mechanisms():
     assert np.asarray(r.parameter)[0] == 0.0
     with pytest.raises(ValueError, match="sensitivity does not apply"):
         calibrate(_gaussian_pair, 0.1, sensitivity=2.0)
+    # budgets that are all 0: the loop never ran, so the direction was never read (nan,
+    # converged False; batched with a positive budget: inf, converged True)
+    r = calibrate(_gaussian_pair, np.zeros(2))
+    assert np.all(np.asarray(r.parameter) == np.inf) and np.asarray(r.converged).all()
 
 
 # --------------------------------------------------------------------------------------------
