@@ -471,7 +471,10 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     known = jnp.isfinite(sigma)  # a callable's direction is unknown if never evaluated
     converged = converged & known
     p = jnp.where(invalid | ~known, jnp.nan, p)
-    achieved = jnp.where(invalid, jnp.nan, achieved)
+    # (a callable's limit at budget >= sup is not evaluated: achieved inf was claimed for a
+    # metric capped at 1/8, and 0 or inf beside a nan parameter where the direction is unknown)
+    unknown = ~known | (top & (spec.direction == 0))
+    achieved = jnp.where(invalid | unknown, jnp.nan, achieved)
     result = CalibrationResult(p.astype(dtype), achieved.astype(dtype), converged, it)
     return result, jnp.where(converged & active, slope, jnp.nan).astype(dtype)
 

@@ -518,6 +518,12 @@ def test_callable_mechanisms():
     # converged False; batched with a positive budget: inf, converged True)
     r = calibrate(_gaussian_pair, np.zeros(2))
     assert np.all(np.asarray(r.parameter) == np.inf) and np.asarray(r.converged).all()
+    # a callable's limits are not evaluated: achieved was inf at budget inf (also for metrics
+    # bounded above) and 0 at budget 0 beside a nan parameter (a constant metric)
+    r = calibrate(_gaussian_pair, np.asarray([0.0, np.inf]))
+    assert np.asarray(r.achieved)[0] == 0 and np.isnan(np.asarray(r.achieved)[1])
+    r = calibrate(lambda p: _gaussian_pair(1.0 + 0.0 * p), np.zeros(2))
+    assert np.all(np.isnan(np.asarray(r.achieved))) and not np.asarray(r.converged).any()
 
 
 # --------------------------------------------------------------------------------------------
