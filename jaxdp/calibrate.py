@@ -148,7 +148,8 @@ class CalibrationResult(NamedTuple):
         composition), in nats for ``"chernoff"``/``"kl"``; ``achieved <= budget`` wherever
         ``converged``.
       converged: Newton converged, ``achieved <= budget`` and ``achieved >= budget (1 -
-        sqrt(u))`` (the budget is resolved); ``False`` for invalid budgets under ``jit``,
+        sqrt(u))`` (the budget is resolved); ``False`` for invalid budgets or
+        sensitivities under ``jit``,
         for out-of-range budgets of callables, and where the mechanism cannot resolve the
         budget in floating point.
       iterations: evaluations of the engine's metric (Newton steps and re-checks); 1 for
