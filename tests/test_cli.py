@@ -230,3 +230,16 @@ def test_an_unknown_option_is_still_an_option(capsys):
         main(["chernoff", "laplace", "--epsilon", "1", "-e5"])
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err == "jaxdp: error: unrecognized arguments: -e5"
+
+
+def test_sweep_unusable_out_is_one_line_naming_it(tmp_path, capsys):
+    # mkdir/open's OSError surfaced as "[Errno 20] Not a directory: '.../f/o'" (QA pass)
+    spec = tmp_path / "s.toml"
+    spec.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0]\n')
+    (tmp_path / "f").write_text("")
+    out = tmp_path / "f" / "o"
+    assert main(["--no-compile-cache", "sweep", str(spec), "--out", str(out), "--quiet"]) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err == (
+        f"jaxdp: error: cannot use {str(out)!r} as the output directory (--out): Not a directory"
+    )

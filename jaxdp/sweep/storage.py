@@ -160,8 +160,14 @@ class Store:
         """Hold an exclusive advisory lock on the directory (released even on SIGKILL)."""
         if self.root.exists() and not self.root.is_dir():  # (mkdir said "[Errno 17] File exists")
             raise ValueError(f"{self.root} is a file, not a directory; use a new --out")
-        self.root.mkdir(parents=True, exist_ok=True)
-        fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        try:  # (was OSError's "[Errno 2] No such file or directory: '/proc/x/.lock'")
+            self.root.mkdir(parents=True, exist_ok=True)
+            fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as e:
+            raise ValueError(
+                f"cannot use {os.fspath(self.root)!r} as the output directory (--out): "
+                f"{e.strerror or error_line(e)}"
+            ) from None
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
