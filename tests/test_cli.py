@@ -243,3 +243,11 @@ def test_sweep_unusable_out_is_one_line_naming_it(tmp_path, capsys):
     assert err == (
         f"jaxdp: error: cannot use {str(out)!r} as the output directory (--out): Not a directory"
     )
+
+
+def test_sweep_missing_spec_file_is_one_line_naming_it(tmp_path, capsys):
+    # was "[Errno 2] No such file or directory: '.../nope.toml'", naming no argument (QA pass)
+    for spec, what in ((tmp_path / "nope.toml", "does not exist"), (tmp_path, "is a directory")):
+        assert main(["--no-compile-cache", "sweep", str(spec), "--dry-run"]) == 2
+        (err,) = capsys.readouterr().err.strip().splitlines()
+        assert err == f"jaxdp: error: SPEC.toml: {str(spec)!r} {what}; give the sweep's TOML file"

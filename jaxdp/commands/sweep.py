@@ -161,6 +161,10 @@ def run(args: argparse.Namespace) -> int:
     from jaxdp.sweep.runner import default_chunk_size, sweep
     from jaxdp.sweep.spec import parse_spec
 
+    # (was "[Errno 2] No such file or directory: 'x.toml'"; a pipe, <(...), is fine)
+    if not os.path.exists(args.spec) or os.path.isdir(args.spec):
+        what = "is a directory" if os.path.isdir(args.spec) else "does not exist"
+        raise ValueError(f"SPEC.toml: {args.spec!r} {what}; give the sweep's TOML file")
     spec = parse_spec(args.spec)
     if args.dry_run:
         check_kernel(spec, make_kernel(spec))
