@@ -251,3 +251,14 @@ def test_sweep_missing_spec_file_is_one_line_naming_it(tmp_path, capsys):
         assert main(["--no-compile-cache", "sweep", str(spec), "--dry-run"]) == 2
         (err,) = capsys.readouterr().err.strip().splitlines()
         assert err == f"jaxdp: error: SPEC.toml: {str(spec)!r} {what}; give the sweep's TOML file"
+
+
+def test_chernoff_rows_carry_k(capsys):
+    # --k was left out of every row: the table and JSON of RR(k=3) read like RR(k=2) (QA pass)
+    argv = ["--no-compile-cache", "chernoff", "randomized_response", "--epsilon", "1"]
+    assert main([*argv, "--k", "3", "--json"]) == 0
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["k"] == 3 and math.isclose(row["tv"], (math.e - 1) / (math.e + 2), rel_tol=1e-12)
+    assert main([*argv, "--k", "3"]) == 0
+    header, values = capsys.readouterr().out.splitlines()[:2]
+    assert header.split()[:2] == ["epsilon", "k"] and values.split()[:2] == ["1", "3"]

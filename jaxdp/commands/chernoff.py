@@ -92,6 +92,7 @@ def run(args: argparse.Namespace) -> int:
     out = [
         {
             **{k: float(np.broadcast_to(v, (n,))[i]) for k, v in kwargs.items() if k != "k"},
+            **({"k": args.k} if args.k is not None else {}),  # (was left out of every row)
             **{k: float(np.asarray(v).reshape(-1)[i]) for k, v in rows.items()},
         }
         for i in range(n)
