@@ -86,6 +86,12 @@ def test_chernoff_command_table(capsys):
             "argument --sensitivity: given more than once",
         ),
         ([], "a command is required"),  # (was the 15-line help)
+        # batches of different lengths: the message named none of the options (QA pass)
+        (
+            ["chernoff", "laplace", "--epsilon", "1", "--epsilon", "2"]
+            + ["--sensitivity", "1", "--sensitivity", "2", "--sensitivity", "3"],
+            "(or once): --epsilon 2 times, --sensitivity 3 times",
+        ),
     ],
 )
 def test_errors_are_one_line_with_nonzero_exit(argv, fragment, capsys):

@@ -69,9 +69,13 @@ def run(args: argparse.Namespace) -> int:
                 f"outcomes, at most 2**24 = {MAX_K}"
             )
         given["k"] = args.k
-    lengths = {len(v) for k, v in given.items() if k != "k"}
-    if len(lengths - {1}) > 1:
-        raise ValueError("repeated parameters must all have the same count (or count 1)")
+    counts = {k: len(v) for k, v in given.items() if k != "k"}
+    lengths = set(counts.values())
+    if len(lengths - {1}) > 1:  # (the message named none of the options)
+        told = ", ".join(f"--{k} {c} times" for k, c in counts.items() if c > 1)
+        raise ValueError(
+            f"repeated options must all be given the same number of times (or once): {told}"
+        )
     n = max(lengths, default=1)
     kwargs = {
         k: (v if k == "k" else jnp.asarray(np.broadcast_to(np.asarray(v, float), (n,))))
