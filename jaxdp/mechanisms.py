@@ -77,8 +77,11 @@ def gaussian(sensitivity=1.0, *, sigma):
     _checks.check_positive("sensitivity", s)
     _checks.check_positive("sigma", sigma)
     zero = jnp.zeros_like(s * sigma)
-    # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|)
-    return Gaussian(zero, sigma), Gaussian(zero + jnp.where(s > 0, s, jnp.nan), sigma)
+    # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|.
+    # Concrete, it passed: a positive subnormal one is kept, as Laplace keeps it, where XLA's
+    # flushed `s > 0` made it NaN, "Gaussian: loc contains NaN")
+    shift = s if _checks.is_concrete(s) else jnp.where(s > 0, s, jnp.nan)
+    return Gaussian(zero, sigma), Gaussian(zero + shift, sigma)
 
 
 def randomized_response(epsilon, k: int = 2):

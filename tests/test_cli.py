@@ -268,3 +268,14 @@ def test_chernoff_rows_carry_k(capsys):
     assert main([*argv, "--k", "3"]) == 0
     header, values = capsys.readouterr().out.splitlines()[:2]
     assert header.split()[:2] == ["epsilon", "k"] and values.split()[:2] == ["1", "3"]
+
+
+def test_chernoff_gaussian_subnormal_sensitivity_is_zero(capsys):
+    # XLA flushes a subnormal sensitivity in `s > 0` to 0: the pair's loc became NaN and the
+    # command failed with "Gaussian: loc contains NaN", naming no option (QA pass); the
+    # Laplace pair keeps it and gives 0, the right value to float precision
+    argv = ["--no-compile-cache", "chernoff", "gaussian", "--sigma", "1", "--json"]
+    assert main([*argv, "--sensitivity", "1e-320", "--sensitivity", "1"]) == 0
+    tiny, one = json.loads(capsys.readouterr().out)
+    assert [tiny[q] for q in ("chernoff", "kl_pq", "kl_qp", "tv")] == [0.0] * 4
+    assert one["chernoff"] == 0.125
