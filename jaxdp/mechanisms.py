@@ -76,6 +76,7 @@ def gaussian(sensitivity=1.0, *, sigma):
     _checks.check_broadcast("gaussian: sensitivity and sigma", s.shape, sigma.shape)
     _checks.check_positive("sensitivity", s)
     _checks.check_positive("sigma", sigma)
+    _checks.check_normal("sigma", sigma)  # (else named "Gaussian: scale", never given)
     zero = jnp.zeros_like(s * sigma)
     # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|.
     # Concrete, it passed: a positive subnormal one is kept, as Laplace keeps it, where XLA's

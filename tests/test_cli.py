@@ -86,6 +86,8 @@ def test_chernoff_command_table(capsys):
             "argument --sensitivity: given more than once",
         ),
         ([], "a command is required"),  # (was the 15-line help)
+        # a subnormal sigma was refused as "Gaussian: scale", an option never given (QA pass)
+        (["chernoff", "gaussian", "--sigma", "1e-320"], "error: sigma must be at least 2.225e-308"),
         # batches of different lengths: the message named none of the options (QA pass)
         (
             ["chernoff", "laplace", "--epsilon", "1", "--epsilon", "2"]
