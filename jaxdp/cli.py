@@ -20,7 +20,9 @@ JAX runtime error (``jax.errors.JaxRuntimeError``, e.g. XLA's ``RESOURCE_EXHAUST
 array does not fit memory), raised while parsing or running a command is printed as a single
 line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback. So is Ctrl-C
 (``jaxdp: error: interrupted``), wherever it lands (the console script's entry point,
-``_jaxdp_launcher``, installs the handler before jaxdp and JAX are imported).
+``_jaxdp_launcher``, installs the handler before jaxdp and JAX are imported). Output into a
+pipe whose reader has gone (``| head -1``) ends the command quietly with status 141, as
+SIGPIPE ends ``cat``.
 """
 
 from __future__ import annotations
@@ -150,6 +152,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return status
     except KeyboardInterrupt:
         return _fail("interrupted")
+    except BrokenPipeError:  # (was "jaxdp: error: [Errno 32] Broken pipe")
+        return _reader_gone()
     except (ValueError, TypeError, OSError, KeyError, OverflowError) as e:
         msg = error_line(e)
         return _fail(msg)
@@ -161,6 +165,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         if "RESOURCE_EXHAUSTED" in msg:
             return _fail(f"out of memory: {msg}")
         return _fail(f"XLA: {msg}")
+
+
+def _reader_gone() -> int:
+    """The reader of stdout went away (``jaxdp chernoff ... | head -1``): stop quietly, as
+    ``cat`` does, with the status of a process ended by SIGPIPE; what is left in stdout's
+    buffer goes to /dev/null instead of failing again when Python exits."""
+    with contextlib.suppress(OSError, ValueError):
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    return 128 + 13  # (13: SIGPIPE)
 
 
 def _jax_runtime_errors() -> tuple[type[BaseException], ...]:

@@ -281,3 +281,16 @@ def test_chernoff_gaussian_subnormal_sensitivity_is_zero(capsys):
     tiny, one = json.loads(capsys.readouterr().out)
     assert [tiny[q] for q in ("chernoff", "kl_pq", "kl_qp", "tv")] == [0.0] * 4
     assert one["chernoff"] == 0.125
+
+
+def test_output_into_a_closed_pipe_ends_quietly(monkeypatch, capsys):
+    # `jaxdp chernoff ... | head -1`: was "jaxdp: error: [Errno 32] Broken pipe", exit 2;
+    # now quiet, with the status of a process ended by SIGPIPE (141), as `cat` (QA pass)
+    import jaxdp
+
+    def reader_gone(*args, **kwargs):
+        raise BrokenPipeError(32, "Broken pipe")
+
+    monkeypatch.setattr(jaxdp, "chernoff", reader_gone)
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 141
+    assert capsys.readouterr().err == ""
