@@ -77,10 +77,22 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(_fail(message))
 
     def add_argument(self, *args, **kwargs):
-        # every single-valued option is given at most once (repeatable ones use "append")
-        if args and args[0].startswith("--") and kwargs.get("action", "store") == "store":
-            kwargs["action"] = _StoreOnce
-        return super().add_argument(*args, **kwargs)
+        return super().add_argument(*args, **_once(args, kwargs))
+
+    def add_argument_group(self, *args, **kwargs):
+        # (a group's options, e.g. sweep's --coordinator, bypassed add_argument above: given
+        # twice, the last one was used, silently)
+        group = super().add_argument_group(*args, **kwargs)
+        add = group.add_argument
+        group.add_argument = lambda *a, **kw: add(*a, **_once(a, kw))
+        return group
+
+
+def _once(args: tuple, kwargs: dict) -> dict:
+    """Every single-valued option is given at most once (repeatable ones use "append")."""
+    if args and args[0].startswith("--") and kwargs.get("action", "store") == "store":
+        kwargs = {**kwargs, "action": _StoreOnce}
+    return kwargs
 
 
 def _fail(message: str) -> int:

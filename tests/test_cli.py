@@ -86,6 +86,11 @@ def test_chernoff_command_table(capsys):
             "argument --sensitivity: given more than once",
         ),
         ([], "a command is required"),  # (was the 15-line help)
+        # an option of an argument group (sweep's multi-host ones): the last one was used
+        (
+            ["sweep", "s.toml", "--distributed", "--coordinator", "a:1", "--coordinator", "b:2"],
+            "argument --coordinator: given more than once",
+        ),
         # a subnormal sigma was refused as "Gaussian: scale", an option never given (QA pass)
         (["chernoff", "gaussian", "--sigma", "1e-320"], "error: sigma must be at least 2.225e-308"),
         # batches of different lengths: the message named none of the options (QA pass)
