@@ -299,3 +299,11 @@ def test_output_into_a_closed_pipe_ends_quietly(monkeypatch, capsys):
     monkeypatch.setattr(jaxdp, "chernoff", reader_gone)
     assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 141
     assert capsys.readouterr().err == ""
+
+
+def test_sweep_init_timeout_needs_distributed(capsys):
+    # --init-timeout without --distributed was ignored, even a refused value like 0 (QA pass)
+    argv = ["--no-compile-cache", "sweep", "s.toml", "--dry-run", "--init-timeout", "0"]
+    assert main(argv) == 2
+    (err,) = capsys.readouterr().err.strip().splitlines()
+    assert err.endswith("--init-timeout need --distributed")

@@ -152,8 +152,15 @@ def run(args: argparse.Namespace) -> int:
 
     if args.distributed:
         _initialize(args)
-    elif args.coordinator or args.num_processes is not None or args.process_id is not None:
-        raise ValueError("--coordinator/--num-processes/--process-id need --distributed")
+    elif (
+        args.coordinator
+        or args.num_processes is not None
+        or args.process_id is not None
+        or "init_timeout" in getattr(args, "_jaxdp_seen", ())  # (was ignored, even if < 1)
+    ):
+        raise ValueError(
+            "--coordinator/--num-processes/--process-id/--init-timeout need --distributed"
+        )
     if args.chunk_size is not None and args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be positive, got {args.chunk_size}")
 
