@@ -307,3 +307,24 @@ def test_sweep_init_timeout_needs_distributed(capsys):
     assert main(argv) == 2
     (err,) = capsys.readouterr().err.strip().splitlines()
     assert err.endswith("--init-timeout need --distributed")
+
+
+def test_chernoff_command_flags_nan_information(monkeypatch, capsys):
+    # a nan information with converged=False (the solver's answer for Laplace(0, 1e-200) vs
+    # Laplace(-1.7e308, 1e-100), an open library limit) was printed with exit 0 and no
+    # warning: only inf is the right value of an unconverged row (QA pass)
+    import jax.numpy as jnp
+
+    import jaxdp
+
+    real = jaxdp.chernoff
+
+    def nan_unconverged(P, Q):
+        r = real(P, Q)
+        return r._replace(information=r.information * jnp.nan, converged=r.converged & False)
+
+    monkeypatch.setattr(jaxdp, "chernoff", nan_unconverged)
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1", "--json"]) == 1
+    out, err = capsys.readouterr()
+    assert json.loads(out)[0]["chernoff"] == "nan"
+    assert err.startswith("jaxdp: warning: the Chernoff solver did not converge for row(s) 1:")

@@ -104,8 +104,10 @@ def run(args: argparse.Namespace) -> int:
     # (a pair the solver did not resolve, e.g. a shift ~1e308 scales: printed with exit 0
     # and nothing to tell it from the others)
     converged = np.broadcast_to(np.asarray(r.converged), (n,))
-    # (inf with converged False is an information beyond the largest float: the right value)
-    unresolved = ~converged & np.isfinite(np.broadcast_to(np.asarray(r.information), (n,)))
+    # (inf with converged False is an information beyond the largest float: the right value;
+    # nan never is, and was printed with exit 0 and no warning, e.g. Laplace(0, 1e-200) vs
+    # Laplace(-1.7e308, 1e-100))
+    unresolved = ~converged & ~np.isposinf(np.broadcast_to(np.asarray(r.information), (n,)))
     if args.json:
         # strict JSON has no Infinity/NaN: non-finite numbers as strings, as `calibrate` does
         finite = [
