@@ -617,7 +617,7 @@ def calibrate(
     Raises:
       ValueError: unknown mechanism or metric, bad ``compositions`` (also one of ``2**63``
         or more, ``2**31`` without ``jax_enable_x64``) or ``max_steps``, negative
-        or NaN budgets, a non-positive or non-finite sensitivity, a non-integer one for
+        or NaN budgets, a non-positive, subnormal or non-finite sensitivity, a non-integer one for
         ``"geometric"``, one other than 1 for randomized response and callables (concrete
         values only: traced, these give ``nan`` and ``converged=False``); for
         ``metric="tv"`` of ``"geometric"`` with ``compositions > 1``, an exact sum beyond
@@ -659,6 +659,7 @@ def calibrate(
         if (v < 0).any():
             raise ValueError(f"budget must be >= 0, got {v[v < 0].flat[0]}")
     _checks.check_positive("sensitivity", s_vals)
+    _checks.check_normal("sensitivity", s_vals)  # (XLA flushes subnormals: nan results)
     if spec.name == "geometric":
         _checks.check_integer("sensitivity", s_vals)
     if spec.name in ("randomized_response", "callable") and _checks.is_concrete(s_vals):

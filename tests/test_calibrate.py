@@ -272,6 +272,8 @@ def test_budget_zero_and_infinity():
         ({"budget": -0.1}, "budget must be >= 0"),
         ({"budget": [0.1, np.nan]}, "budget contains NaN"),
         ({"budget": 0.1, "sensitivity": 0.0}, "sensitivity"),
+        # a subnormal sensitivity: XLA flushes it to 0 (was nan with converged=False)
+        ({"budget": 0.5, "sensitivity": 1e-320}, "sensitivity must be at least"),
         ({"budget": 0.1, "compositions": 0}, "compositions"),
         ({"budget": 0.1, "compositions": 2.0}, "compositions"),
         ({"budget": 0.1, "metric": "renyi"}, "metric"),
