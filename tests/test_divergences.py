@@ -1203,3 +1203,17 @@ def test_order_derivative_where_the_divergence_is_infinite():
     h = 1e-6
     fd = (jd.renyi(P, Q, 1.3 + h) - jd.renyi(P, Q, 1.3 - h)) / (2 * h)
     np.testing.assert_allclose(jax.grad(lambda o: jd.renyi(P, Q, o))(1.3), fd, rtol=1e-8)
+
+
+def test_quadrature_path_empty_batch():
+    # the rule's nodes were reshaped with a -1 that JAX cannot infer for an empty batch:
+    # every divergence and log_bc of a Laplace-vs-Gaussian pair raised ZeroDivisionError
+    P, Q = jd.Laplace(jnp.zeros(0), 1.0), jd.Gaussian(0.0, 1.0)
+    for value in (
+        jd.kl(P, Q),
+        jd.tv(P, Q),
+        jd.log_bc(P, Q, 0.3),
+        jd.renyi(P, Q, 2.0),
+        jd.hellinger(P, Q),
+    ):
+        assert value.shape == (0,) and value.dtype == jnp.float64

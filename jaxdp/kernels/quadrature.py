@@ -178,8 +178,9 @@ def _node_groups(P, Q, level, extra=None, bulk=False, ascending=False, ends=Fals
     gap = jnp.asarray(ts_gap, dtype)
     # finite pieces between consecutive points
     x, lw = _finite(pts[..., :-1, None], pts[..., 1:, None], ts_x, gap, ts_lw, dtype, nudge)
-    xs = [x.reshape(x.shape[:-2] + (-1,))]
-    lws = [lw.reshape(lw.shape[:-2] + (-1,))]
+    # (the length spelled out, not -1: JAX cannot infer it for an empty batch)
+    xs = [x.reshape(x.shape[:-2] + (x.shape[-2] * x.shape[-1],))]
+    lws = [lw.reshape(lw.shape[:-2] + (lw.shape[-2] * lw.shape[-1],))]
     piece_ends = [(pts[..., :-1, None], pts[..., 1:, None])]
     ex = jnp.exp(jnp.asarray(es_logx, dtype))
     elw = jnp.asarray(es_lw, dtype) + fm.log(scale)
