@@ -489,6 +489,8 @@ class Density(Distribution):
         from jaxdp.kernels import quadrature  # (it imports this module)
 
         mass = np.expm1(np.asarray(quadrature.log_mass(self), dtype=np.float64))
+        if mass.size == 0:  # an empty batch: nothing to check (argmax of nothing raised)
+            return
         tol = max(1e-7, 64 * float(jnp.finfo(self.dtype).eps))
         worst = np.unravel_index(np.argmax(np.abs(mass)), mass.shape) if mass.ndim else ()
         if not abs(mass[worst]) <= tol:

@@ -1217,3 +1217,11 @@ def test_quadrature_path_empty_batch():
         jd.hellinger(P, Q),
     ):
         assert value.shape == (0,) and value.dtype == jnp.float64
+
+
+def test_density_empty_batch():
+    # the constructor's mass check took the argmax of no masses (ValueError from numpy)
+    D = jd.Density(lambda x, m: _log_normal(x, m, 1.0), params=jnp.zeros(0))
+    assert D.batch_shape == (0,)
+    assert jd.kl(D, jd.Gaussian(0.0, 1.0)).shape == (0,)
+    assert jd.chernoff(D, jd.Gaussian(0.0, 1.0)).information.shape == (0,)
