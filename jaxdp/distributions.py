@@ -422,7 +422,10 @@ class Density(Distribution):
         )
         params = jax.tree_util.tree_unflatten(tree, arrays[: len(leaves)])
         bp = arrays[len(leaves) :]
-        bp = jnp.stack(bp, -1) if bp else jnp.zeros((0,), centre.dtype)
+        # each broadcastable to the batch, as documented, so to each other's shape (stacked
+        # as given, a float next to an array raised jnp.stack's unnamed shape error)
+        _checks.check_broadcast("Density: breakpoints", *(b.shape for b in bp))
+        bp = jnp.stack(jnp.broadcast_arrays(*bp), -1) if bp else jnp.zeros((0,), centre.dtype)
         _checks.check_finite("Density: breakpoints", bp)
         for leaf in arrays[: len(leaves)]:  # (infinite values may be legal parameters)
             if _checks.is_concrete(leaf) and np.isnan(np.asarray(leaf)).any():

@@ -1225,3 +1225,17 @@ def test_density_empty_batch():
     assert D.batch_shape == (0,)
     assert jd.kl(D, jd.Gaussian(0.0, 1.0)).shape == (0,)
     assert jd.chernoff(D, jd.Gaussian(0.0, 1.0)).information.shape == (0,)
+
+
+def test_density_breakpoints_of_different_shapes_broadcast():
+    # documented as "broadcastable to the batch", but stacked as given: a float next to an
+    # array raised jnp.stack's "All input arrays must have the same shape"
+    D = jd.Density(
+        lambda x, m: -jnp.abs(x - m) - math.log(2.0),
+        params=jnp.asarray([0.0, 1.0]),
+        breakpoints=[jnp.asarray([0.0, 1.0]), 0.5],
+        centre=jnp.asarray([0.0, 1.0]),
+    )
+    np.testing.assert_array_equal(D.breakpoints, [[0.0, 0.5], [1.0, 0.5]])
+    with pytest.raises(ValueError, match=r"^Density: breakpoints: batch shapes \(2,\), \(3,\)"):
+        jd.Density(lambda x: -jnp.abs(x) - math.log(2.0), breakpoints=[jnp.zeros(2), jnp.ones(3)])
