@@ -426,6 +426,13 @@ class Density(Distribution):
         # as given, a float next to an array raised jnp.stack's unnamed shape error)
         _checks.check_broadcast("Density: breakpoints", *(b.shape for b in bp))
         bp = jnp.stack(jnp.broadcast_arrays(*bp), -1) if bp else jnp.zeros((0,), centre.dtype)
+        _checks.check_broadcast(  # (was numpy's unnamed error, from batch_shape)
+            "Density: params, breakpoints, centre and scale",
+            *(leaf.shape for leaf in arrays[: len(leaves)]),
+            bp.shape[:-1],
+            centre.shape,
+            scale.shape,
+        )
         _checks.check_finite("Density: breakpoints", bp)
         for leaf in arrays[: len(leaves)]:  # (infinite values may be legal parameters)
             if _checks.is_concrete(leaf) and np.isnan(np.asarray(leaf)).any():

@@ -1239,3 +1239,19 @@ def test_density_breakpoints_of_different_shapes_broadcast():
     np.testing.assert_array_equal(D.breakpoints, [[0.0, 0.5], [1.0, 0.5]])
     with pytest.raises(ValueError, match=r"^Density: breakpoints: batch shapes \(2,\), \(3,\)"):
         jd.Density(lambda x: -jnp.abs(x) - math.log(2.0), breakpoints=[jnp.zeros(2), jnp.ones(3)])
+
+
+def test_density_mismatched_batch_shapes_name_the_arguments():
+    # raised numpy's unnamed "shape mismatch: objects cannot be broadcast to a single shape"
+    def log_prob(x, m):
+        return _log_normal(x, m, 1.0)
+
+    for kwargs in (
+        {"centre": jnp.zeros(2)},
+        {"scale": jnp.ones(2)},
+        {"breakpoints": [jnp.zeros(2)]},
+    ):
+        with pytest.raises(
+            ValueError, match=r"^Density: params, breakpoints, centre and scale: batch shapes"
+        ):
+            jd.Density(log_prob, params=jnp.zeros(3), **kwargs)
