@@ -315,6 +315,9 @@ class Categorical(Distribution):
         return tuple(self.log_probs.shape[:-1])
 
     def __repr__(self):
+        if not isinstance(self.log_probs, jax.Array | np.ndarray):
+            # (not an array: a tree_map'd or eval_shape'd copy, whose exp raised TypeError)
+            return f"Categorical(log_probs={self.log_probs!r})"
         return f"Categorical(probs={self.probs!r})"
 
 

@@ -1255,3 +1255,13 @@ def test_density_mismatched_batch_shapes_name_the_arguments():
             ValueError, match=r"^Density: params, breakpoints, centre and scale: batch shapes"
         ):
             jd.Density(log_prob, params=jnp.zeros(3), **kwargs)
+
+
+def test_categorical_repr_of_non_array_leaves():
+    # jax.tree_util.tree_map(jnp.shape, ...) and jax.eval_shape give distributions whose
+    # leaves are not arrays: Categorical's repr took their exp and raised TypeError
+    shapes = jax.tree_util.tree_map(jnp.shape, jd.Product(jd.Laplace(), jd.Categorical([0.5, 0.5])))
+    assert repr(shapes) == "Product(Laplace(loc=(), scale=()), Categorical(log_probs=(2,)))"
+    abstract = jax.eval_shape(lambda: jd.Categorical(jnp.asarray([0.5, 0.5])))
+    assert repr(abstract).startswith("Categorical(log_probs=ShapeDtypeStruct(shape=(2,)")
+    assert repr(jd.Categorical([0.5, 0.5])).startswith("Categorical(probs=Array([0.5, 0.5]")
