@@ -405,7 +405,11 @@ class Density(Distribution):
             ) from None
         if not lower < upper:
             raise ValueError(f"Density: need lower < upper, got lower={lower}, upper={upper}")
-        if isinstance(breakpoints, (str, bytes)) or not hasattr(breakpoints, "__len__"):
+        if (
+            isinstance(breakpoints, (str, bytes))
+            or not hasattr(breakpoints, "__len__")
+            or getattr(breakpoints, "ndim", 1) == 0  # (a 0-d array: not iterable)
+        ):
             raise TypeError(
                 "Density: breakpoints must be a sequence of floats or arrays, got "
                 f"{type(breakpoints).__name__}"

@@ -1265,3 +1265,11 @@ def test_categorical_repr_of_non_array_leaves():
     abstract = jax.eval_shape(lambda: jd.Categorical(jnp.asarray([0.5, 0.5])))
     assert repr(abstract).startswith("Categorical(log_probs=ShapeDtypeStruct(shape=(2,)")
     assert repr(jd.Categorical([0.5, 0.5])).startswith("Categorical(probs=Array([0.5, 0.5]")
+
+
+def test_density_breakpoints_zero_dimensional_array_is_named():
+    # a 0-d array has __len__ (raising) and got past the sequence check: numpy's or JAX's
+    # unnamed "iteration over a 0-d array"
+    for bp in (jnp.asarray(0.5), np.asarray(0.5)):
+        with pytest.raises(TypeError, match=r"^Density: breakpoints must be a sequence"):
+            jd.Density(lambda x: -jnp.abs(x - 0.5) - math.log(2.0), breakpoints=bp)
