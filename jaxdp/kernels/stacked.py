@@ -51,6 +51,17 @@ class Stack(Distribution):
     def dtype(self):
         return self.base.dtype
 
+    def _invalid(self):
+        """Where any component has parameters its constructor would have rejected (one
+        check over the stack: chernoff masks the grouped pair; without it, a NaN or negative
+        categorical mass of a stacked component gave a finite, "converged" information).
+        The components are standardized, which keeps an invalid scale or location invalid
+        (a NaN location of ``P`` moves into ``Q``'s)."""
+        bad = self.base._invalid()
+        if bad is False:
+            return False
+        return jnp.any(bad, axis=0)
+
     def __repr__(self):
         return f"Stack({self.base!r}, weights={self.weights})"
 
