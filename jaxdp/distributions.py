@@ -530,7 +530,11 @@ class Density(Distribution):
         return jnp.result_type(*jax.tree_util.tree_leaves(self.params), self.centre, float)
 
     def log_prob(self, x):
-        return _call_log_prob(self.log_prob_fn, x, self.params)
+        # in the dtype of x and the density: a float32 density whose code promotes
+        # (np.log(2 * np.pi) is a strong float64 under x64) made chernoff's loop carry
+        # float64 into float32 state (a while_loop TypeError)
+        out = _call_log_prob(self.log_prob_fn, x, self.params)
+        return jnp.asarray(out).astype(jnp.result_type(x, self.dtype))
 
     def _closed_over(self) -> list:
         """The traced values (under ``jit`` or a derivative) that ``log_prob`` reads without

@@ -1299,3 +1299,18 @@ def test_invalid_stacked_product_components_under_jit_give_nan():
             assert not bool(res.converged)
             for x in (res.information, res.alpha, res.derivative):
                 assert math.isnan(float(x))
+
+
+def test_float32_density_whose_log_prob_promotes():
+    # np.log(2 * np.pi) is a strong float64 under x64: the log-density of a float32 density
+    # came out float64, and chernoff's loop raised a while_loop TypeError (float32 state,
+    # float64 update); the divergences returned float64 (one compile: chernoff only)
+    P = jd.Density(
+        lambda x, m: -0.5 * (x - m) ** 2 - 0.5 * np.log(2 * np.pi), params=np.float32(0.0)
+    )
+    Q = jd.Gaussian(np.float32(0.5), np.float32(1.0))
+    res = jd.chernoff(P, Q)
+    assert res.information.dtype == jnp.float32 and bool(res.converged)
+    np.testing.assert_allclose(res.information, 0.03125, rtol=1e-5)
+    # (integer points are not truncated to integers)
+    np.testing.assert_allclose(P.log_prob(np.arange(2)), [-0.9189385, -1.4189385], rtol=1e-6)
