@@ -45,7 +45,9 @@ MIN_QUADRATURE_LEVEL, MAX_QUADRATURE_LEVEL = 3, 10
 
 
 class Distribution:
-    """Base class. Subclasses are frozen dataclasses registered as pytrees."""
+    """Base class. Subclasses are immutable (assignment raises
+    ``dataclasses.FrozenInstanceError``) and registered as pytrees; they are not
+    dataclasses (no ``dataclasses.replace``)."""
 
     _data_fields: ClassVar[tuple[str, ...]] = ()
     _meta_fields: ClassVar[tuple[str, ...]] = ()
@@ -253,8 +255,9 @@ class Categorical(Distribution):
     Stored as log-probabilities (``log_probs``; ``-inf`` marks zero mass). Build it from
     probabilities, ``Categorical(probs)``, or from log-probabilities,
     ``Categorical.from_log_probs(log_probs)``. Probabilities must be non-negative and sum to 1
-    along the last axis (to a tolerance of ``1e-12`` relative in float64, ``1e-5`` in
-    float32); they are not renormalised silently.
+    along the last axis (to within ``1e-12 * max(1, sqrt(k))`` in float64, ``1e-5 *
+    max(1, sqrt(k))`` in float32, for ``k`` categories: the rounding of a sum of ``k``
+    terms); they are not renormalised silently.
     """
 
     _data_fields = ("log_probs",)
