@@ -421,3 +421,19 @@ def test_alpha_derivative_at_the_ends_is_kl_in_both_modes(P, Q):
     for a, want in ((0.0, -float(jd.kl(Q, P))), (1.0, float(jd.kl(P, Q)))):
         for mode in (jax.grad, jax.jacfwd):
             np.testing.assert_allclose(float(mode(f)(a)), want, rtol=1e-13)
+
+
+def test_gaussian_alpha_derivative_at_the_ends_for_extreme_scale_ratios():
+    # At a = 0 (a = 1) with sigma_2/sigma_1 ~1e77+ (~1e-77-), var_a ~1e-160: JAX's rule for
+    # the quotient a(1-a) Delta^2/(2 var_a) formed 0 / var_a^2 = 0 * inf, and the derivative
+    # was nan for a finite -D(Q||P) (D(P||Q)); in float32 from ratios ~1e10 (found by a QA pass)
+    ratio = jnp.array([1e80, 1e-80, 1e10, 1e-10])
+    a = jnp.array([0.0, 1.0, 0.0, 1.0])
+    P, Q = jd.Gaussian(0.0, 1.0), jd.Gaussian(0.5, ratio)
+
+    def d_da(s2, a):
+        return jax.grad(lambda a: jd.log_bc(jd.Gaussian(0.0, 1.0), jd.Gaussian(0.5, s2), a))(a)
+
+    got = jax.jit(jax.vmap(d_da))(ratio, a)
+    want = jnp.where(a == 0, -jd.kl(Q, P), jd.kl(P, Q))
+    np.testing.assert_allclose(got, want, rtol=1e-13)

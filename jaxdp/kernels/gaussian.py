@@ -40,7 +40,9 @@ def log_bc(P, Q, a):
     converges = ~(var_a <= 0)  # only an issue for a > 1; NaN propagates
     safe_var = jnp.where(converges, var_a, 1.0)
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
-    value = -0.5 * gap - a * (1.0 - a) * dn * dn / (2.0 * safe_var)
+    # (a quotient: JAX's rule for x / y forms x / y^2, which overflows where var_a(a) is
+    # below ~1e-154, scale ratios ~1e77+ at a = 0 or 1, and 0 * inf made d/da there nan)
+    value = -0.5 * gap - sp.quotient(a * (1.0 - a) * dn * dn, 2.0 * safe_var)
     return jnp.where(converges, value, jnp.inf)
 
 
