@@ -437,3 +437,18 @@ def test_gaussian_alpha_derivative_at_the_ends_for_extreme_scale_ratios():
     got = jax.jit(jax.vmap(d_da))(ratio, a)
     want = jnp.where(a == 0, -jd.kl(Q, P), jd.kl(P, Q))
     np.testing.assert_allclose(got, want, rtol=1e-13)
+
+
+def test_gaussian_log_bc_at_the_ends_for_extreme_scale_ratios_is_zero():
+    # log C_0 = log Q(supp P) = 0 and log C_1 = 0. Where sigma_2/sigma_1 ~1e154+ (~1e-154-),
+    # var_a = a r2^2 + (1 - a) r1^2 underflowed to 0 at a = 0 (1) and was taken for the
+    # divergent integral of an order above 1: +inf (float32 from ratios ~1e19; found by a
+    # QA pass)
+    for dtype, ratio in (
+        (jnp.float64, [1e160, 1e-160, 1e300, 1e-300]),
+        (jnp.float32, [1e20, 1e-20]),
+    ):
+        ratio = jnp.asarray(ratio, dtype)
+        P, Q = jd.Gaussian(jnp.asarray(0.0, dtype), 1.0), jd.Gaussian(0.5, ratio)
+        a = jnp.asarray([[0.0], [1.0]], dtype)
+        np.testing.assert_array_equal(jd.log_bc(P, Q, a), jnp.zeros((2, ratio.size), dtype))

@@ -37,8 +37,10 @@ def log_bc(P, Q, a):
     m = jnp.maximum(s1, s2)
     r1, r2, dn = sp.quotient(s1, m), sp.quotient(s2, m), sp.quotient(delta, m)
     var_a = a * r2 * r2 + (1.0 - a) * r1 * r1
-    converges = ~(var_a <= 0)  # only an issue for a > 1; NaN propagates
-    safe_var = jnp.where(converges, var_a, 1.0)
+    # only an issue for a > 1; NaN propagates. var_a underflows to 0 at a = 0 (1) for scale
+    # ratios ~1e154+ (~1e-154-), ~1e19 in float32, where the numerator below is 0: finite
+    converges = ~(var_a <= 0) | (a <= 1)
+    safe_var = jnp.where(var_a > 0, var_a, 1.0)
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     # (a quotient: JAX's rule for x / y forms x / y^2, which overflows where var_a(a) is
     # below ~1e-154, scale ratios ~1e77+ at a = 0 or 1, and 0 * inf made d/da there nan)
