@@ -211,6 +211,21 @@ def test_discrete_laplace_tv_near_identical():
     assert _rel(jd.tv(P, Q), want).max() < 1e-13
 
 
+def test_discrete_laplace_tv_near_identical_wide_or_far_from_the_origin():
+    # The crossings of log p/q were solved from the difference of two log tanh and from
+    # m_i/b_i: for nearly equal scales they came out ~eps (m/b + |log tanh|)/|1/b2 - 1/b1|
+    # off, hundreds of integers from the extrema of F_P - F_Q (found by a QA pass): TV 2.8e-9
+    # relative off at location 0, 2.8e-3 at 1e8, 1.5e-17 for 3.7e-13 at 1e12.
+    from references import mp_reference as R
+
+    b = 1e5 * (1 + 1e-12)
+    cases = [(0, 1e5, 0, b), (10**8, 1e5, 10**8, b), (10**12, 1e5, 10**12 + 3, b)]
+    with mp.workdps(40):
+        want = [float(R.tv(R.DiscreteLaplace(*c[:2]), R.DiscreteLaplace(*c[2:]))) for c in cases]
+    P, Q = _batch(jd.DiscreteLaplace, cases)
+    assert _rel(jd.tv(P, Q), want).max() < 1e-13
+
+
 def test_discrete_laplace_tv_far_apart():
     # Locations more than ~709 scales apart (~88 in float32): the CDF difference below or
     # above both locations was e^y * expm1(d) = 0 * inf = nan; the truth is 1 to rounding.
