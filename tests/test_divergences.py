@@ -146,6 +146,25 @@ def test_tv_vs_mpmath(cls, tv_ref):
     )
 
 
+def test_laplace_tv_with_nearly_equal_scales():
+    # The slope 1/b2 - 1/b1 of log p/q below and above both locations was the difference of
+    # the rounded reciprocals: the crossings moved by ~eps/|b2/b1 - 1| scales and TV by that
+    # squared (found by a QA pass: 2.6e-11 relative off at b2 = b1 (1 + 1e-12), 1e-4 at
+    # 1 + 1e-13, 1.5e-2 at 1 + 1e-15); Gaussian pairs were right to rounding
+    from references import mp_reference as R
+
+    cases = [
+        (0.0, 1.7, 0.0, 1.7 * (1 + 1e-12)),
+        (0.0, 1.3, 0.0, 1.3 * (1 + 1e-13)),
+        (0.0, 3.1, 3.1e-14, 3.1 * (1 + 1e-14)),
+        (0.0, 1e5, 0.0, 1e5 * (1 + 1e-15)),
+    ]
+    with mp.workdps(40):
+        want = [float(R.tv(R.Laplace(*c[:2]), R.Laplace(*c[2:]))) for c in cases]
+    P, Q = _batch(jd.Laplace, cases)
+    assert _rel(jd.tv(P, Q), want).max() < 1e-13
+
+
 @pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
 @pytest.mark.parametrize("dtype, rtol", [(np.float32, 2e-6), (np.float64, 1e-13)])
 def test_tv_with_one_scale_far_narrower(family, dtype, rtol):
