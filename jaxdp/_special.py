@@ -571,3 +571,20 @@ def stored(a, *xs):
     """
     one = 1.0 + 0.0 * a
     return tuple(x / one for x in xs)
+
+
+@jax.custom_jvp
+def stand_in(bad, x, safe):
+    """``safe`` where ``bad``, ``x`` elsewhere (the argument a kernel sees at invalid
+    inputs), with derivative 1 in ``x`` everywhere. ``jnp.where``'s is 0 where ``bad``: the
+    ``nan`` mask on the result (a product, as in
+    :func:`jaxdp.coefficient.nan_where_invalid`) then never reached the gradient, which was
+    a silent 0 at a negative traced epsilon. Equal to ``jnp.where`` where ``bad`` is false."""
+    return jnp.where(bad, safe, x)
+
+
+@stand_in.defjvp
+def _stand_in_jvp(primals, tangents):
+    bad, x, safe = primals
+    out = stand_in(bad, x, safe)
+    return out, jnp.broadcast_to(tangents[1], out.shape).astype(out.dtype)

@@ -43,7 +43,7 @@ All functions are pure ``jax.numpy``: they broadcast, ``jit``, ``vmap`` and diff
 the output dtype follows the input (float32 works; integers promote to the default float).
 Negative ``eps`` (or ``c``, ``delta`` outside ``[0, 1]``, a non-integer or ``n < 1``) raises
 ``ValueError`` naming the argument when the value is concrete; under tracing (``jit``, ``vmap``,
-``grad``) such a value gives NaN. Units are nats.
+``grad``) such a value gives NaN, in the value and its derivatives. Units are nats.
 """
 
 from __future__ import annotations
@@ -193,8 +193,10 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
             for name, check in checks.items():
                 if name in bound.arguments:
                     bad = bad | _INVALID[check](jnp.asarray(bound.arguments[name]))
-            nan_where_bad = functools.partial(jnp.where, bad, jnp.nan)
-            return jax.tree_util.tree_map(nan_where_bad, fn(*args, **kwargs))
+            # a product with a mask, not a where (whose derivative there, 0, made the
+            # gradient at a negative traced eps a silent 0): nan in values and derivatives
+            mask = jnp.where(bad, jnp.nan, 1.0)
+            return jax.tree_util.tree_map(lambda v: v * mask, fn(*args, **kwargs))
 
         kernel = jax.jit(masked)
 
@@ -350,8 +352,9 @@ def max_neg_log_bc_eps_dp(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
         Array of the broadcast shape, in nats.
     """
     eps, alpha = _inexact(eps, alpha)
-    # eps = inf: inf - inf in the formula; the limit is inf * min(alpha, 1 - alpha)
-    inf = jnp.isinf(eps)
+    # eps = inf: inf - inf in the formula; the limit is inf * min(alpha, 1 - alpha) (-inf is
+    # invalid: through the formula, for a nan gradient there)
+    inf = eps == jnp.inf
     e = jnp.where(inf, 0.0, eps)
     limit = jnp.where(jnp.minimum(alpha, 1.0 - alpha) > 0, jnp.inf, 0.0)
     # Near the ends the difference of the two log cosh loses ~u log cosh(eps/2) absolute, a
@@ -693,7 +696,7 @@ def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int)
     """Kernel of :func:`max_tv_eps_dp`: the sum over ``k_lo <= k < k_lo + terms``, masked."""
     (eps,) = _inexact(eps)
     bad = ~(eps >= 0)  # (traced: the checks were skipped)
-    inf = jnp.isinf(eps)
+    inf = eps == jnp.inf  # (-inf is bad: its gradient nan, not 0)
     # (a finite stand-in where eps = inf, whose result is set below: inf in the sum made the
     # gradient there nan, though the value is the constant 1)
     eps = jnp.where(inf, 1.0, eps)
@@ -723,4 +726,5 @@ def _max_tv_eps_dp(eps: ArrayLike, n: ArrayLike, k_lo: ArrayLike, *, terms: int)
     middle = jnp.exp(_binom_log_pmf(jnp.where(even, 0.5 * n0, n0), n0, eps))
     rest = 2.0 * far + jnp.where(even, middle, 0.0)
     tv = jnp.where(rest < 0.5, 1.0 - rest, jnp.minimum(tv, 1.0))  # (rounding: 1 + ulp)
-    return jnp.where(bad, jnp.nan, jnp.where(inf, 1.0, tv))
+    # (nan in the derivative too where eps is invalid: a mask, not a where)
+    return jnp.where(inf, 1.0, tv) * jnp.where(bad, jnp.nan, 1.0)

@@ -399,11 +399,11 @@ def best_advantage_laplace(
     # is run at `cap` and the answer is the interval.
     ulp1 = float(jnp.finfo(dtype).eps)  # 2u
     cap = 2.0 * math.log(2.0 / ulp1) + 2.0
-    eps_ok = jnp.where(bad, 0.0, jnp.minimum(eps, cap))
+    eps_ok = sp.stand_in(bad, jnp.minimum(eps, cap), 0.0)  # (nan gradient where bad)
     gap = jnp.exp(-0.5 * eps)  # the interval length, to ~1 ulp
     lower = sp.one_minus_exp(0.5 * eps)
     if n == 1:
-        value = sp.one_minus_exp(0.5 * jnp.where(bad, 0.0, eps))  # (derivative beyond cap too)
+        value = sp.one_minus_exp(0.5 * sp.stand_in(bad, eps, 0.0))  # (derivative beyond cap too)
         bound = 2.0 * ulp1 * value
     else:
         value, bound = _laplace_tv_dp(eps_ok, n, nodes)
@@ -420,8 +420,10 @@ def best_advantage_laplace(
     value = jnp.where(value < lower, lower, jnp.where(value > 1.0, 1.0, value))
     # the value and the truth both lie in [1 - e^{-eps/2}, 1]; gap rounded up
     bound = jnp.minimum(bound, gap * (1.0 + 2.0 * ulp1))
-    value = jnp.where(bad, jnp.nan, value)
-    return LaplaceAdvantage(value, jnp.where(bad, jnp.nan, bound))
+    # nan in values and derivatives where an argument is invalid (a mask, not a where,
+    # whose derivative there, 0, made the gradient at a negative traced eps a silent 0)
+    mask = jnp.where(bad, jnp.nan, 1.0)
+    return LaplaceAdvantage(value * mask, bound * mask)
 
 
 # --------------------------------------------------------------------------------------------
@@ -465,7 +467,8 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
         1.0 - jax.scipy.special.erfc(jnp.where(small, 1.0, z)),
     )
     # traced values skip the checks above: a negative sigma gave a negative "advantage"
-    return jnp.where((sig > 0) & (s > 0), value, jnp.nan)
+    # (nan in the derivative too: a mask, not a where)
+    return value * jnp.where((sig > 0) & (s > 0), 1.0, jnp.nan)
 
 
 def best_advantage_randomized_response(epsilon, n: int = 1):
@@ -622,8 +625,10 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
     """Kernel of :func:`best_advantage_geometric`: ``delta`` integer-valued, ``<= dmax``."""
     dtype = eps.dtype
     bad = jnp.isnan(eps) | (eps < 0)
-    inf = jnp.isinf(eps)
-    e = jnp.where(bad | inf, 1.0, eps)  # (finite stand-in: those results are set below)
+    inf = eps == jnp.inf  # (-inf is bad: its gradient nan, not 0)
+    # (finite stand-in: those results are set below; its derivative kept, for the mask's nan
+    # to reach the gradient where bad)
+    e = sp.stand_in(bad | inf, eps, 1.0)
     t = e / delta
     r = jnp.exp(-t)
     j = jnp.arange(dmax + 1, dtype=dtype)
@@ -660,7 +665,7 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
     # 1 - TV = 2 sum_{2s < n Delta} P(S_n = s) e^{-t(n Delta - 2s)} + P(S_n = n Delta / 2).
     rest = jnp.sum(jnp.where(valid, 2.0 * mass * jnp.exp(-tm), jnp.where(m == 0, mass, 0.0)), -1)
     value = jnp.where(rest < 0.5, 1.0 - rest, value)
-    return jnp.where(bad, jnp.nan, jnp.where(inf, 1.0, value))
+    return jnp.where(inf, 1.0, value) * jnp.where(bad, jnp.nan, 1.0)  # (nan derivative too)
 
 
 # --------------------------------------------------------------------------------------------
@@ -714,14 +719,16 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     exact = max_tv_eps_dp(eps, n)
     tight = max_tv_eps_dp_chernoff_bound(eps, n)
     # traced values skip the checks above: a negative epsilon gave negative bounds (and
-    # delta = 2 an Erlingsson bound of 1.37), beside NaN from exact and chernoff_tight
+    # delta = 2 an Erlingsson bound of 1.37), beside NaN from exact and chernoff_tight; nan
+    # in the derivatives too (masks, not wheres, whose derivative there was 0)
     ok = eps >= 0
-    ok_delta = ok & (dlt >= 0) & (dlt <= 1)
+    mask = jnp.where(ok, 1.0, jnp.nan)
+    mask_delta = jnp.where(ok & (dlt >= 0) & (dlt <= 1), 1.0, jnp.nan)
     return MembershipBounds(
-        yeom=jnp.where(ok, yeom, jnp.nan),
-        erlingsson=jnp.where(ok_delta, erlingsson, jnp.nan),
-        chernoff_paper=jnp.where(ok, chernoff_paper, jnp.nan),
-        bayes_security=jnp.where(ok, bayes, jnp.nan),
+        yeom=yeom * mask,
+        erlingsson=erlingsson * mask_delta,
+        chernoff_paper=chernoff_paper * mask,
+        bayes_security=bayes * mask,
         exact=jnp.broadcast_to(exact, shape),
         chernoff_tight=jnp.broadcast_to(tight, shape),
     )

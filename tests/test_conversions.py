@@ -411,6 +411,27 @@ def test_out_of_range_traced_arguments_give_nan():
     assert np.isnan(more(0.5, 0.5, 2.5)[2]) and not np.isnan(more(0.5, 0.5, 2.0)).any()
 
 
+def test_out_of_range_traced_arguments_give_nan_gradients():
+    # nan in the derivative too, as in nan_where_invalid: jnp.where(bad, nan, value) has
+    # derivative 0 there (a silent 0 gradient at a negative traced eps); valid elements of the
+    # same batch keep their gradients (those of a batch without invalid elements, finite)
+    x = np.array([-1.0, 0.7, -1e-300, 3.0, -np.inf, 0.2, np.nan, 5.0])
+    grad = jax.jit(lambda e: {k: jax.vmap(jax.grad(f))(e) for k, f in SMOOTH.items()})
+    valid = grad(np.where(np.arange(8) % 2, x, 1.0))
+    for name, g in grad(x).items():
+        assert np.all(np.isnan(g[::2])), (name, g)
+        assert np.all(np.isfinite(valid[name])), (name, valid[name])
+        np.testing.assert_array_equal(g[1::2], valid[name][1::2], err_msg=name)
+    more = jax.jit(
+        jax.grad(
+            lambda a, d: cv.max_neg_log_bc_eps_dp(1.0, a) + cv.max_tv_eps_delta_dp(1.0, d),
+            argnums=(0, 1),
+        )
+    )
+    assert np.isnan(more(1.5, 0.5)[0]) and np.isnan(more(0.5, -0.1)[1])
+    assert np.all(np.isfinite(more(0.3, 0.5)))
+
+
 def test_gradients_at_zero_are_finite_and_exact():
     @jax.jit
     def grads(e):

@@ -554,6 +554,33 @@ def test_jit_equals_eager_and_float32():
     assert not np.any(np.isnan(jnp.stack(by_delta[:1] + by_delta[2:])))
 
 
+def test_invalid_traced_arguments_give_nan_gradients():
+    # nan in the derivative too (the rule of nan_where_invalid): jnp.where(bad, nan, value)
+    # and the kernels' stand-ins for invalid arguments had derivative 0 there, a silent 0
+    # gradient at a negative traced epsilon or sigma; valid elements of the same batch keep
+    # their gradients (those of a batch without invalid elements, finite)
+    fns = {
+        "laplace": lambda e: mb.best_advantage_laplace(e, 2).value,
+        "laplace_1": lambda e: mb.best_advantage_laplace(e, 1).value,
+        "geometric": lambda e: mb.best_advantage_geometric(e, 1, sensitivity=2),
+        "gaussian_sigma": lambda s: mb.best_advantage_gaussian(s, 2),
+        "gaussian_sensitivity": lambda s: mb.best_advantage_gaussian(1.3, 2, sensitivity=s),
+        "erlingsson_delta": lambda d: mb.membership_bounds(0.4, 2, delta=d).erlingsson,
+    }
+    for field in ("yeom", "erlingsson", "chernoff_paper", "bayes_security"):  # (the others:
+        # jaxdp.conversions, tested there)
+        fns[field] = lambda e, field=field: getattr(mb.membership_bounds(e, 2, delta=0.1), field)
+    grad = jax.jit(lambda x: {k: jax.vmap(jax.grad(f))(x) for k, f in fns.items()})
+    x = np.array([-1.0, 0.7, -1e-300, 0.3, -np.inf, 0.9, np.nan, 0.05])
+    valid = grad(np.where(np.arange(8) % 2, x, 0.5))
+    for name, g in grad(x).items():
+        assert np.all(np.isnan(g[::2])), (name, g)
+        assert np.all(np.isfinite(valid[name])), (name, valid[name])
+        np.testing.assert_array_equal(g[1::2], valid[name][1::2], err_msg=name)
+    # delta outside [0, 1]: nan in the Erlingsson bound's delta-derivative
+    assert np.isnan(jax.jit(jax.grad(fns["erlingsson_delta"]))(1.5))
+
+
 @pytest.mark.parametrize(
     ("call", "arg"),
     [
