@@ -356,7 +356,11 @@ def max_neg_log_bc_eps_dp(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     # invalid: through the formula, for a nan gradient there)
     inf = eps == jnp.inf
     e = jnp.where(inf, 0.0, eps)
-    limit = jnp.where(jnp.minimum(alpha, 1.0 - alpha) > 0, jnp.inf, 0.0)
+    # (as eps * m, m = min(alpha, 1 - alpha): its eps-slope there is m, the limit of the
+    # formula's tanh(eps/2)/2 - (alpha - 1/2) tanh((alpha - 1/2) eps); it was 0. Constant in
+    # alpha: inf on all of (0, 1).)
+    m = jax.lax.stop_gradient(jnp.minimum(alpha, 1.0 - alpha))
+    limit = jnp.where(m > 0, m * jnp.where(inf, eps, 1.0), 0.0)
     # Near the ends the difference of the two log cosh loses ~u log cosh(eps/2) absolute, a
     # relative error ~u/alpha (5.9e-7 at alpha = 1e-10, eps = 1; 0 for eps = 1e-10 at alpha
     # = 1e-30): there it is log cosh(y + d) - log cosh(y), y = |alpha - 1/2| eps, d =
@@ -401,7 +405,11 @@ def max_kl_eps_dp(eps: ArrayLike) -> jax.Array:
         Array like ``eps``, in nats.
     """
     (eps,) = _inexact(eps)
-    return eps * jnp.tanh(0.5 * eps)
+    # eps = inf: inf, with the limit slope 1 of tanh(eps/2) + (eps/2) sech^2(eps/2) (the
+    # product rule gave inf * 0 = nan); a finite stand-in elsewhere in the formula
+    inf = eps == jnp.inf
+    e = jnp.where(inf, 1.0, eps)
+    return jnp.where(inf, eps, e * jnp.tanh(0.5 * e))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -411,14 +411,38 @@ def test_out_of_range_traced_arguments_give_nan():
     assert np.isnan(more(0.5, 0.5, 2.5)[2]) and not np.isnan(more(0.5, 0.5, 2.0)).any()
 
 
+# every SMOOTH gradient of 8 arguments, compiled once for the tests below
+_GRADS = jax.jit(lambda e: {k: jax.vmap(jax.grad(f))(e) for k, f in SMOOTH.items()})
+
+
+def test_gradients_at_infinite_eps_are_the_limits():
+    # max_kl_eps_dp's was nan (the product rule's inf * 0), max_neg_log_bc_eps_dp's 0; the
+    # limits of the derivatives as eps -> inf: 1 (eps tanh(eps/2) ~ eps), min(alpha, 1 - alpha)
+    # (~ min(alpha, 1 - alpha) eps), 1/2 (log cosh(eps/2) ~ eps/2), 0 for the bounded ones
+    x = np.array([np.inf, 0.5, 3.0, 20.0, np.inf, 1.0, 8.0, 40.0])
+    grads = {k: np.asarray(g) for k, g in _GRADS(x).items()}
+    limits = {"max_kl_eps_dp": 1.0, "max_neg_log_bc_eps_dp": 0.3, "max_chernoff_eps_dp": 0.5}
+    for name, g in grads.items():
+        np.testing.assert_array_equal(g[[0, 4]], limits.get(name, 0.0), err_msg=name)
+    for name in ("max_kl_eps_dp", "max_neg_log_bc_eps_dp"):  # and finite differences elsewhere
+        e, f = x[[1, 2, 3, 5, 6, 7]], SMOOTH[name]
+        fd = (np.asarray(f(e * (1 + 1e-6))) - np.asarray(f(e * (1 - 1e-6)))) / (2e-6 * e)
+        np.testing.assert_allclose(grads[name][[1, 2, 3, 5, 6, 7]], fd, rtol=1e-8, err_msg=name)
+    # the skew's other values; 0 and 1 are 0 for every eps
+    grad_a = jax.jit(jax.vmap(jax.grad(cv.max_neg_log_bc_eps_dp), (None, 0)))
+    np.testing.assert_array_equal(grad_a(np.inf, np.array([0.0, 0.2, 0.5, 1.0])), [0, 0.2, 0.5, 0])
+    assert cv.max_kl_eps_dp(np.inf) == np.inf  # the values, unchanged
+    limit = cv.max_neg_log_bc_eps_dp(np.inf, np.array([0.0, 0.2, 1.0]))
+    np.testing.assert_array_equal(limit, [0.0, np.inf, 0.0])
+
+
 def test_out_of_range_traced_arguments_give_nan_gradients():
     # nan in the derivative too, as in nan_where_invalid: jnp.where(bad, nan, value) has
     # derivative 0 there (a silent 0 gradient at a negative traced eps); valid elements of the
     # same batch keep their gradients (those of a batch without invalid elements, finite)
     x = np.array([-1.0, 0.7, -1e-300, 3.0, -np.inf, 0.2, np.nan, 5.0])
-    grad = jax.jit(lambda e: {k: jax.vmap(jax.grad(f))(e) for k, f in SMOOTH.items()})
-    valid = grad(np.where(np.arange(8) % 2, x, 1.0))
-    for name, g in grad(x).items():
+    valid = _GRADS(np.where(np.arange(8) % 2, x, 1.0))
+    for name, g in _GRADS(x).items():
         assert np.all(np.isnan(g[::2])), (name, g)
         assert np.all(np.isfinite(valid[name])), (name, valid[name])
         np.testing.assert_array_equal(g[1::2], valid[name][1::2], err_msg=name)
