@@ -224,6 +224,21 @@ def test_matches_direct_library_calls(clean):
     np.testing.assert_allclose(clean.values["alpha"][:, :, 0], 0.5, rtol=1e-12)
 
 
+def test_float32_sweep_stores_fixed_parameters_in_float32(tmp_path):
+    # the fixed parameters were stored float64 beside float32 axes and values
+    spec = {
+        "mechanism": "laplace",
+        "quantities": ["tv"],
+        "dtype": "float32",
+        "grid": {"epsilon": [0.5, 1.0], "sensitivity": 0.1},
+    }
+    sweep(spec, tmp_path / "f32", quiet=True)
+    res = load_sweep(tmp_path / "f32")
+    assert res.coords["epsilon"].dtype == res.values["tv"].dtype == np.float32
+    assert res.fixed["sensitivity"].dtype == np.float32
+    assert res.fixed["sensitivity"] == np.float32(0.1)
+
+
 def test_csv_and_float32(tmp_path):
     spec = {
         "mechanism": "laplace",

@@ -124,6 +124,16 @@ def _broadcast(value: np.ndarray) -> np.ndarray:
     return np.asarray(multihost_utils.broadcast_one_to_all(value))
 
 
+def _fixed_arrays(spec: SweepSpec) -> dict[str, np.ndarray]:
+    """The fixed parameters as stored: 0-d arrays, a float in the spec dtype, the value the
+    kernel computed with (``np.asarray`` stored a float64 beside the float32 axes and values
+    of a float32 sweep); an integer, which the kernel keeps a Python int, as an int64."""
+    return {
+        k: np.asarray(v) if isinstance(v, int) else np.asarray(v, np.dtype(spec.dtype))
+        for k, v in spec.grid.fixed
+    }
+
+
 class _Inputs:
     """Builds the sharded parameter arrays of one call from flat grid indices."""
 
@@ -372,7 +382,7 @@ def sweep(
                 dtypes=dtypes,
                 shape=spec.shape,
                 coords=inputs.coords,
-                fixed={k: np.asarray(v) for k, v in spec.grid.fixed},
+                fixed=_fixed_arrays(spec),
                 chunk_size=size,
                 n_chunks=n_chunks,
             )
