@@ -217,8 +217,10 @@ def log_bc(P: Distribution, Q: Distribution, alpha) -> jnp.ndarray:
 def _log_bc(P, Q, alpha):
     # One compiled kernel per pair structure and shape, also when called eagerly.
     inside = (alpha >= 0) & (alpha <= 1)
-    out = raw_log_bc(P, Q, jnp.where(inside, alpha, 0.5), unit=True)
-    return nan_where_invalid(P, Q, jnp.where(inside, out, jnp.nan))
+    # nan in values and derivatives outside [0, 1] (a mask, and a stand-in that keeps the
+    # derivative: a where's, 0 there, made the gradient a silent 0)
+    out = raw_log_bc(P, Q, sp.stand_in(~inside, alpha, 0.5), unit=True)
+    return nan_where_invalid(P, Q, out * jnp.where(inside, 1.0, jnp.nan))
 
 
 def nan_where_invalid(P: Distribution, Q: Distribution, value):

@@ -91,7 +91,8 @@ def _renyi(P, Q, order, with_kl=True):
     finite = jnp.isfinite(log_c)
     value = jnp.where(finite, jnp.where(finite, log_c, 0.0) / (safe - 1.0), jnp.inf)
     # (nan, not a number from the formula, for an order <= 0 that the eager check missed)
-    value = jnp.where(jnp.isnan(log_c) | ~(order > 0), jnp.nan, value)
+    # (a mask, not a where: nan in the derivatives too)
+    value = value * jnp.where(jnp.isnan(log_c) | ~(order > 0), jnp.nan, 1.0)
     if with_kl:
         # D_l = L(l)/(l - 1) with L = log C, L(1) = 0, L'(1) = KL: D_l = KL + L''(1)(l - 1)/2
         # + O((l - 1)^2), so the order derivative at 1 is L''(1)/2 = Var_P[log p/q]/2. The

@@ -78,10 +78,11 @@ def gaussian(sensitivity=1.0, *, sigma):
     _checks.check_positive("sigma", sigma)
     _checks.check_normal("sigma", sigma)  # (else named "Gaussian: scale", never given)
     zero = jnp.zeros_like(s * sigma)
-    # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|.
-    # Concrete, it passed: a positive subnormal one is kept, as Laplace keeps it, where XLA's
-    # flushed `s > 0` made it NaN, "Gaussian: loc contains NaN")
-    shift = s if _checks.is_concrete(s) else jnp.where(s > 0, s, jnp.nan)
+    # (traced, the check is skipped: a negative sensitivity gave the pair of |sensitivity|;
+    # a mask, not a where, for nan derivatives there too. Concrete, it passed: a positive
+    # subnormal one is kept, as Laplace keeps it, where XLA's flushed `s > 0` made it NaN,
+    # "Gaussian: loc contains NaN")
+    shift = s if _checks.is_concrete(s) else s * jnp.where(s > 0, 1.0, jnp.nan)
     return Gaussian(zero, sigma), Gaussian(zero + shift, sigma)
 
 
@@ -100,7 +101,7 @@ def randomized_response(epsilon, k: int = 2):
     _checks.check_nonnegative("epsilon", eps)
     # (traced, the check is skipped: a negative epsilon gave the pair of |epsilon|, rows
     # swapped, so every divergence of RR(|epsilon|))
-    e = jnp.where(eps >= 0, eps, jnp.nan)[..., None]
+    e = (eps * jnp.where(eps >= 0, 1.0, jnp.nan))[..., None]  # (a mask: nan derivatives too)
     log_norm = jnp.log1p((k - 1) * jnp.exp(-e))  # log((e^eps + k - 1) / e^eps)
     own = -log_norm
     other = -e - log_norm

@@ -632,6 +632,32 @@ def test_renyi_rejects_bad_order():
     assert np.isnan(got[:2]).all() and np.isfinite(got[2])
 
 
+def test_invalid_traced_order_skew_or_mechanism_argument_gives_nan_gradients():
+    # nan in the derivatives too (the rule of nan_where_invalid): jnp.where(bad, nan, value),
+    # and log_bc's stand-in alpha, had derivative 0 there, a silent 0 gradient; in the
+    # arguments themselves and in a pair's parameters
+    from jaxdp import mechanisms
+
+    def grads(a, order, s, e):
+        b = jnp.asarray(1.3)
+        return (
+            jax.grad(lambda a, b: jd.log_bc(jd.Laplace(0.0, b), jd.Laplace(1.0, b), a), (0, 1))(
+                a, b
+            ),
+            jax.grad(lambda o, b: jd.renyi(jd.Laplace(0.0, b), jd.Laplace(1.0, b), o), (0, 1))(
+                order, b
+            ),
+            jax.grad(lambda s: jd.kl(*mechanisms.gaussian(s, sigma=1.3)))(s),
+            jax.grad(lambda e: jd.kl(*mechanisms.randomized_response(e, 3)))(e),
+        )
+
+    f = jax.jit(grads)
+    for bad in [(-0.2, -0.5, -1.0, -0.5), (1.5, 0.0, 0.0, -jnp.inf)]:
+        assert all(np.isnan(g) for g in jax.tree.leaves(f(*bad))), (bad, f(*bad))
+    # valid arguments: finite (their values: the gradient tests of each function)
+    assert all(np.isfinite(g) for g in jax.tree.leaves(f(0.3, 2.0, 0.5, 0.7)))
+
+
 def test_density_with_smaller_support():
     # Exp(1) on [0, inf) vs Laplace(0, 1): C_a = 2^(a-1), so C = log 2 at a* = 0,
     # KL(E||L) = log 2, KL(L||E) = inf
