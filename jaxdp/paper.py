@@ -238,8 +238,10 @@ def _expm1_minus_x(u: jax.Array) -> jax.Array:
 
 
 def _below_one(eps: jax.Array, value: jax.Array) -> jax.Array:
-    """NaN where ``eps >= 1`` (the printed ``log((1+eps)/(1-eps))`` is undefined there)."""
-    return jnp.where(eps < 1, value, jnp.nan)
+    """NaN where ``eps >= 1`` (the printed ``log((1+eps)/(1-eps))`` is undefined there), in
+    the value and its derivative (a mask, not a where, whose derivative there was 0; the
+    callers' stand-ins for such ``eps`` keep the derivative, :func:`jaxdp._special.stand_in`)."""
+    return value * jnp.where(eps < 1, 1.0, jnp.nan)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -429,7 +431,7 @@ def alpha_ub1(eps: ArrayLike) -> jax.Array:
     series (relative accuracy); ``eps = 0`` gives the limit 0.
     """
     (eps,) = _inexact(eps)
-    return _below_one(eps, _atanh_over_x_minus_1(jnp.where(eps < 1, eps, 0.0)))
+    return _below_one(eps, _atanh_over_x_minus_1(sp.stand_in(~(eps < 1), eps, 0.0)))
 
 
 @_checked(eps=_nonnegative)
@@ -447,7 +449,7 @@ def eq69(eps: ArrayLike) -> jax.Array:
     ``(0, 1)``: never in the claimed range. NaN for ``eps >= 1``; ``eps = 0`` gives the limit 1.
     """
     (eps,) = _inexact(eps)
-    return _below_one(eps, 1 + _atanh_over_x_minus_1(jnp.where(eps < 1, eps, 0.0)))
+    return _below_one(eps, 1 + _atanh_over_x_minus_1(sp.stand_in(~(eps < 1), eps, 0.0)))
 
 
 @_checked(eps=_nonnegative)
@@ -511,7 +513,7 @@ def eq72(eps: ArrayLike) -> jax.Array:
     ``fig2_ub2 - eq72 = -2 log(2 eps/(1 - eps))``.
     """
     (eps,) = _inexact(eps)
-    e = jnp.where(eps < 1, eps, 0.5)
+    e = sp.stand_in(~(eps < 1), eps, 0.5)
     value = _atanh_over_x_minus_1(e) + _atanh(e) + _LOG2 + jnp.log(e) - jnp.log1p(-e)
     return _below_one(eps, value)
 

@@ -269,6 +269,11 @@ def test_undefined_for_eps_at_least_one_gives_nan():
     big = [1.0, 1.5, 50.0]
     for f in (paper.eq72, paper.alpha_ub1, paper.eq69, paper.fig2_ub2):
         assert np.all(np.isnan(ev(f, big)))
+    # and nan derivatives there (a where's were 0 there), finite ones below 1
+    fs = (paper.eq72, paper.alpha_ub1, paper.eq69, paper.fig2_ub2)
+    grad = jax.jit(jax.vmap(lambda e: jnp.stack([jax.grad(f)(e) for f in fs])))
+    g = np.asarray(grad(np.array([1.0, 0.3, 1.5, 0.9, np.inf, 0.5])))
+    assert np.all(np.isnan(g[[0, 2, 4]])) and np.all(np.isfinite(g[[1, 3, 5]])), g
 
 
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
