@@ -124,8 +124,10 @@ def build_parser() -> argparse.ArgumentParser:
         "--no-compile-cache",
         action="store_true",
         help="do not use jaxdp's on-disk cache of compiled solvers (default: "
-        "$JAXDP_COMPILE_CACHE, else ~/.cache/jaxdp; JAXDP_COMPILE_CACHE=off also disables "
-        "it); a cache of JAX's own ($JAX_COMPILATION_CACHE_DIR) is left on, also with this flag",
+        "$JAXDP_COMPILE_CACHE, else $JAX_COMPILATION_CACHE_DIR, else "
+        "$XDG_CACHE_HOME/jaxdp, ~/.cache/jaxdp when unset; JAXDP_COMPILE_CACHE=off also "
+        "disables it); a cache of JAX's own ($JAX_COMPILATION_CACHE_DIR) is left on, also "
+        "with this flag",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module in _available().items():

@@ -301,6 +301,18 @@ def test_output_into_a_closed_pipe_ends_quietly(monkeypatch, capsys):
     assert capsys.readouterr().err == ""
 
 
+def test_python_dash_m_jaxdp_runs_the_command():
+    # `python -m jaxdp` failed: "No module named jaxdp.__main__" (QA pass)
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "jaxdp", "--version"], capture_output=True, text=True, timeout=120
+    )
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout.startswith("jaxdp ")
+
+
 def test_sweep_init_timeout_needs_distributed(capsys):
     # --init-timeout without --distributed was ignored, even a refused value like 0 (QA pass)
     argv = ["--no-compile-cache", "sweep", "s.toml", "--dry-run", "--init-timeout", "0"]
