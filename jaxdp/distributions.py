@@ -602,14 +602,20 @@ class Product(Distribution):
 
     @classmethod
     def iid(cls, dist: Distribution, n: int) -> Product:
-        """The ``n``-fold independent product of ``dist``."""
+        """The ``n``-fold independent product of ``dist``; ``n`` a positive integer below
+        ``2**63`` (``2**31`` without ``jax_enable_x64``: the count enters the kernels as an
+        integer of JAX's default width)."""
         if not isinstance(dist, Distribution):
             raise TypeError(f"Product.iid: dist must be a jaxdp distribution, got {type(dist)}")
         if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
             raise ValueError(f"Product.iid: n must be a positive integer, got {n!r}")
-        if n >= 2**63:  # (a count enters the kernels as an int64; JAX's overflow error was
-            # raised deep inside the first call)
-            raise ValueError(f"Product.iid: n must be below 2**63, got {n!r}")
+        # (a count enters the kernels as an integer of JAX's default width, int32 without
+        # jax_enable_x64; JAX's overflow error about an argument "x" was raised deep inside
+        # the first call)
+        bits = 63 if jax.config.jax_enable_x64 else 31
+        if n >= 2**bits:
+            hint = "" if bits == 63 else " without jax_enable_x64 (2**63 with it)"
+            raise ValueError(f"Product.iid: n must be below 2**{bits}{hint}, got {n!r}")
         obj = object.__new__(cls)
         obj._set(components=(dist,), counts=(int(n),))
         return obj

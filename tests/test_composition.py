@@ -226,3 +226,10 @@ def test_iid_counts_are_validated_at_construction():
     np.testing.assert_allclose(
         jd.kl(jd.Product.iid(P, n), jd.Product.iid(Q, n)), n * jd.kl(P, Q), rtol=1e-15
     )
+    # without x64 the counts are int32: 2**31 failed in the first call (QA pass)
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(ValueError, match=r"below 2\*\*31 without jax_enable_x64"):
+            jd.Product.iid(P, 2**31)
+    finally:
+        jax.config.update("jax_enable_x64", True)
