@@ -23,3 +23,17 @@ def autodiff3(P, Q, a):
     g2 = lambda t: jax.jvp(g1, (t,), (ones,))  # noqa: E731
     ((value, d1), (_, d2)), (_, (_, d3)) = jax.jvp(g2, (a,), (ones,))
     return value, d1, d2, d3
+
+
+def assert_nan_gradients_exactly_where_invalid(grads, x, fill):
+    """``grads(x)``, a dict of gradient arrays, is ``nan`` at ``x[::2]`` (the invalid
+    elements) and, at ``x[1::2]``, equal to the gradients of a batch without invalid
+    elements (those replaced by ``fill``), which are finite: a mask, not a ``where``, gives
+    ``nan`` derivatives at invalid traced arguments without touching their neighbours."""
+    import numpy as np
+
+    valid = grads(np.where(np.arange(len(x)) % 2, x, fill))
+    for name, g in grads(x).items():
+        assert np.all(np.isnan(g[::2])), (name, g)
+        assert np.all(np.isfinite(valid[name])), (name, valid[name])
+        np.testing.assert_array_equal(g[1::2], valid[name][1::2], err_msg=name)
