@@ -92,13 +92,15 @@ def randomized_response(epsilon, k: int = 2):
 
     Returns the rows for inputs 0 and 1 as :class:`~jaxdp.Categorical` (last axis ``k``).
     Built in log space, so ``epsilon`` up to ~700 (float64) is exact. ``epsilon = 0`` is
-    legal: both rows are uniform (every divergence 0).
+    legal: both rows are uniform (every divergence 0); so is ``epsilon = inf``, the identity
+    channel: one-hot rows, disjoint (information and KL ``inf``, TV 1).
     """
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
         raise ValueError(f"k must be an integer >= 2, got {k!r}")
     k = int(k)
     (eps,) = _checks.as_inexact(epsilon, names=("epsilon",))
-    _checks.check_nonnegative("epsilon", eps)
+    # (inf: eagerly refused before, while the traced value gave the identity channel)
+    _checks.check_nonnegative("epsilon", eps, finite=False)
     # (traced, the check is skipped: a negative epsilon gave the pair of |epsilon|, rows
     # swapped, so every divergence of RR(|epsilon|))
     e = (eps * jnp.where(eps >= 0, 1.0, jnp.nan))[..., None]  # (a mask: nan derivatives too)

@@ -126,6 +126,14 @@ def test_randomized_response_attains_log_cosh():
 def test_identical_and_disjoint_pairs():
     r = jd.chernoff(jd.Laplace(1.0, 2.0), jd.Laplace(1.0, 2.0))
     assert float(r.information) == 0.0 and float(r.alpha) == 0.5 and bool(r.converged)
+    # randomized response at eps = inf, the identity channel: disjoint one-hot rows (eagerly
+    # refused before, while under jit it gave these; QA pass)
+    P, Q = jd.mechanisms.randomized_response(np.inf)
+    np.testing.assert_array_equal(np.asarray(P.probs), [1.0, 0.0])
+    np.testing.assert_array_equal(np.asarray(Q.probs), [0.0, 1.0])
+    r = jd.chernoff(P, Q)
+    assert float(r.information) == np.inf and bool(r.converged)
+    assert float(jd.tv(P, Q)) == 1.0 and float(jd.kl(P, Q)) == np.inf
     r = jd.chernoff(
         jd.Categorical(jnp.array([0.5, 0.5, 0, 0])), jd.Categorical(jnp.array([0, 0, 0.3, 0.7]))
     )
