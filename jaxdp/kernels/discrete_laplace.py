@@ -160,6 +160,24 @@ def kl(P, Q):
     return kl0 + e2 * jnp.where(small, series, direct)
 
 
+def _offsets(m1, b1, m2, b2):
+    """``e12 = 1/b2 - 1/b1`` and ``dm = (m2 - m1)/b2``, each to relative accuracy: ``e12`` is
+    ``(b1 - b2)/(b1 b2)`` after an exact power-of-two rescaling (``b1 * b2`` underflows for
+    scales ~1e-300, and XLA rewrites ``(x / b1) / b2`` as ``x / (b1 * b2)``)."""
+    s = jnp.ldexp(jnp.ones_like(b1), -jnp.frexp(b1)[1])
+    return (b1 * s - b2 * s) / ((b1 * s) * (b2 * s)) * s, (m2 - m1) / b2
+
+
+def _tanh_kappa(e):
+    """``tanh kappa``, ``1 - tanh kappa``, ``e^{-e}`` and ``e^{-e} - 1`` for ``e = 2 kappa =
+    1/b``, each to relative accuracy (``1 - tanh kappa`` as ``2 e^{-e}/(1 + e^{-e})``, not by
+    a subtraction)."""
+    em = jnp.expm1(-e)  # e^{-z} - 1
+    q = jnp.exp(-e)  # not 1 + em, which loses relative accuracy for large kappa
+    inv = 1.0 / (2.0 + em)
+    return -em * inv, 2.0 * q * inv, q, em
+
+
 def _cdf_diff(k, m1, b1, m2, b2):
     """F_P(k) - F_Q(k) at integer k, without cancellation where it matters."""
     q1, q2 = jnp.exp(-1.0 / b1), jnp.exp(-1.0 / b2)
@@ -169,11 +187,8 @@ def _cdf_diff(k, m1, b1, m2, b2):
     # The differences of the logs below are formed from e12 = 1/b2 - 1/b1 and m2 - m1
     # (exact for integer locations), so that nearly identical pairs keep relative accuracy:
     # subtracting the logs themselves lost ~1e-4 relative of a TV of ~4e-13 (b2 = b1 (1 +
-    # 1e-12)). e12 is (b1 - b2) / (b1 b2) after an exact power-of-two rescaling: b1 * b2
-    # underflows for scales ~1e-300 (and XLA rewrites (x / b1) / b2 as x / (b1 * b2)).
-    s = jnp.ldexp(jnp.ones_like(b1), -jnp.frexp(b1)[1])
-    e12 = (b1 * s - b2 * s) / ((b1 * s) * (b2 * s)) * s
-    dm = (m2 - m1) / b2
+    # 1e-12)).
+    e12, dm = _offsets(m1, b1, m2, b2)
     # log1p(q1) - log1p(q2), q1 = q2 e^e12: q1 - q2 as q2 expm1(e12) where q1 and q2 are
     # close, as the plain difference where e12 > 1 (no cancellation there; the product was
     # 0 * inf = nan once e12 > ~709.78, a Q ~700 times narrower than P: TV nan, or 0 or 1
@@ -225,13 +240,11 @@ def tv(P, Q):
     # extrema of F_P - F_Q for large scales or locations (b2 = b1 (1 + 1e-12), b1 = 1e5:
     # TV 2.8e-9 relative off at location 0, 2.8e-3 at 1e8, 1.5e-17 for 3.7e-13 at 1e12)
     e1, e2 = 1.0 / b1, 1.0 / b2
-    q1, q2 = jnp.exp(-e1), jnp.exp(-e2)
-    t1, t2 = -jnp.expm1(-e1) / (1.0 + q1), -jnp.expm1(-e2) / (1.0 + q2)  # tanh k_i
+    t1, om1, _, _ = _tanh_kappa(e1)
+    t2, om2, _, _ = _tanh_kappa(e2)
     dk = (b2 - b1) * e1 * (0.5 * e2)  # k1 - k2 (no e1 e2 product: it underflows first)
-    c = _log_tanh_ratio(dk, t1, 2.0 * q1 / (1.0 + q1), t2, 2.0 * q2 / (1.0 + q2))
-    sc = jnp.ldexp(jnp.ones_like(b1), -jnp.frexp(b1)[1])  # (as in _cdf_diff)
-    e12 = (b1 * sc - b2 * sc) / ((b1 * sc) * (b2 * sc)) * sc
-    dm = (m2 - m1) / b2
+    c = _log_tanh_ratio(dk, t1, om1, t2, om2)
+    e12, dm = _offsets(m1, b1, m2, b2)
     lo, hi = jnp.minimum(m1, m2), jnp.maximum(m1, m2)
     shape = jnp.broadcast_shapes(m1.shape, b1.shape, m2.shape, b2.shape)
     ks, valids = [], []
@@ -381,10 +394,7 @@ def derivs_setup(P, Q):
     b = jnp.stack([b1, b2])
     delta = jnp.abs(m2 - m1)
     e = 1.0 / b  # z = 2 kappa
-    em = jnp.expm1(-e)  # e^{-z} - 1
-    q = jnp.exp(-e)  # not 1 + em, which loses relative accuracy for large kappa
-    inv = 1.0 / (2.0 + em)
-    t, m = -em * inv, 2.0 * q * inv  # tanh kappa, 1 - tanh kappa
+    t, m, q, em = _tanh_kappa(e)
     inv2 = 1.0 / (1.0 + q * q)
     th = -em * (2.0 + em) * inv2  # tanh z
     sech = 2.0 * q * inv2
