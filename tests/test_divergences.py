@@ -286,10 +286,10 @@ def test_discrete_laplace_tv_with_a_far_narrower_q():
     np.testing.assert_allclose(jd.tv(P, Q), [want[0], 0.0, 1.0], rtol=1e-15, atol=0)
 
 
-def test_continuous_tv_far_apart_and_overflowing_offsets():
+def test_tv_far_apart_and_overflowing_offsets():
     # Gaussian: (delta/s2)^2 overflowed past ~1e154 (nan); Laplace: m2 - m1 overflowed to inf
-    # for locations ~1e308 of opposite signs (TV 0). All are 1.
-    G, L = jd.Gaussian, jd.Laplace
+    # for locations ~1e308 of opposite signs (TV 0; discrete Laplace: 0.731). All are 1.
+    G, L, DL = jd.Gaussian, jd.Laplace, jd.DiscreteLaplace
     far = [
         (G(0.0, 1.0), G(1.4e154, 1.0)),
         (G(0.0, 1e-300), G(1.0, 1e-300)),
@@ -299,6 +299,8 @@ def test_continuous_tv_far_apart_and_overflowing_offsets():
         (L(0.0, 1.0), L(1e300, 1.0)),
         # the crossings' offsets d/b2 overflowed: no valid piece, TV 0 (QA pass, via the CLI)
         (L(0.0, 1.0), L(1e304, 1e-5)),
+        (DL(-1e308, 1.0), DL(1e308, 2.0)),
+        (DL(-1e308, 1e-3), DL(1e308, 1e3)),
     ]
     for P, Q in far:
         assert float(jd.tv(P, Q)) == 1.0 and float(jd.tv(Q, P)) == 1.0
