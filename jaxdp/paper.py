@@ -151,11 +151,15 @@ def _atanh(x: jax.Array) -> jax.Array:
 
 
 def _atanh_over_x_minus_1(x: jax.Array) -> jax.Array:
-    r"""``atanh(x)/x - 1 = sum_{j>=1} x^{2j}/(2j+1)`` for ``0 <= x < 1`` (series below 0.3)."""
-    small = x < 0.3
+    r"""``atanh(x)/x - 1 = sum_{j>=1} x^{2j}/(2j+1)`` for ``0 <= x < 1`` (series below 0.6).
+
+    The direct form cancels ``1/(atanh(x)/x - 1)`` ulp (30 at ``x = 0.3``): float32 relative
+    error 7e-6 on ``[0.3, 0.45)`` when the series stopped at 0.3; 1.1e-6 above 0.6.
+    """
+    small = x < 0.6
     x2 = jnp.where(small, x, 0.0) ** 2
     series = jnp.zeros_like(x2)
-    for j in range(18, 0, -1):  # Horner; x^2 < 0.09 so 18 terms reach 1e-19 relative
+    for j in range(40, 0, -1):  # Horner; x^2 < 0.36 so 40 terms reach 1e-19 relative
         series = x2 * (1 / (2 * j + 1) + series)
     xl = jnp.where(small, 0.5, x)
     direct = _atanh(xl) / xl - 1

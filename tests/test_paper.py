@@ -186,6 +186,14 @@ def test_eq32_float32_next_to_its_zero_crossing():
     assert err.max() < 1e-7  # measured 4.5e-8 (documented: absolute 3e-7 here)
 
 
+def test_alpha_ub1_float32_above_the_series_switch():
+    # Regression: atanh(eps)/eps - 1 taken directly from eps = 0.3 cancelled ~30 ulp (float32
+    # relative error 7e-6 on [0.3, 0.45), documented 3e-6; no zero crossing there).
+    e = np.linspace(0.3, 0.62, 64).astype(np.float32).astype(float)
+    out32 = ev(paper.alpha_ub1, e, dtype=np.float32)
+    np.testing.assert_allclose(out32, _mp_grid(m_alpha_ub1, e), rtol=3e-6)
+
+
 def test_limits_at_infinite_and_zero_arguments():
     # Regression (QA21 B7): these were NaN (inf - inf, 0 * inf as written).
     for dtype in (np.float64, np.float32):
