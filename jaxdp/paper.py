@@ -485,7 +485,7 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
         = \alpha\varepsilon\tanh(\alpha\varepsilon/2)
 
     (evaluated through the identity on the right; ``alpha * eps = 0``, 0/0 as printed, gives the
-    limit 0). Truth: Jensen gives
+    limit 0, also at ``eps = inf``). Truth: Jensen gives
     :math:`-\log C_\alpha \le \alpha D(Q\|P) \le \alpha\varepsilon\tanh(\varepsilon/2)`; (54)
     replaced eps by alpha*eps inside the two-point law, which shrinks the bound. As a bound on
     the worst case :math:`-\log C_\alpha` (:func:`jaxdp.max_neg_log_bc_eps_dp`) it fails for
@@ -494,7 +494,8 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     :math:`\log\cosh(\varepsilon/2)`, it fails below a similar threshold (0.49509 at eps = 1).
     """
     eps, alpha = _inexact(eps, alpha)
-    x = alpha * eps
+    # alpha = 0: 0 for every eps, so also at eps = inf (0 * inf was NaN)
+    x = jnp.where(alpha == 0, 0.0, alpha * eps)
     return x * jnp.tanh(0.5 * x)
 
 
@@ -581,10 +582,14 @@ def fig2_kl_cuff(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     The tangent of :math:`-\log C_\alpha` at ``alpha = 1`` (slope :math:`-D(P\|Q)`); with the
     sharp KL bound (22) it is a valid upper bound on the worst-case :math:`-\log C_\alpha`
     (:func:`jaxdp.max_neg_log_bc_eps_dp`) for every alpha in ``[0, 1]`` (concavity). The
-    mirror curve :math:`\alpha D(Q\|P)` is ``fig2_kl_cuff(eps, 1 - alpha)``.
+    mirror curve :math:`\alpha D(Q\|P)` is ``fig2_kl_cuff(eps, 1 - alpha)``. ``alpha = 1``
+    gives 0 also at ``eps = inf`` (and ``eps = 0`` also at infinite ``alpha``), the limits.
     """
     eps, alpha = _inexact(eps, alpha)
-    return (1 - alpha) * eq22(eps)
+    w, k = 1 - alpha, eq22(eps)
+    # 0 * inf: the expression is 0 for every eps at alpha = 1 (for every alpha at eps = 0)
+    zero = ((w == 0) & (k == jnp.inf)) | ((k == 0) & jnp.isinf(w))
+    return jnp.where(zero, 0.0, w * k)
 
 
 # ---------------------------------------------------------------------------------------------

@@ -207,6 +207,15 @@ def test_limits_at_infinite_and_zero_arguments():
             ev(paper.eq32, [0.0, np.inf, 1.0], [0.5, 0.5, np.inf], dtype=dtype),
             [np.inf, -np.inf, -np.inf],
         )
+        # 0 at alpha = 0 (eq56), alpha = 1 (fig2_kl_cuff) for every eps, so at eps = inf too
+        # (0 * inf was NaN); the other end stays inf
+        inf = np.inf
+        np.testing.assert_array_equal(
+            ev(paper.eq56, [inf, inf, 0.0], [0.0, 1.0, 0.0], dtype=dtype), [0.0, inf, 0.0]
+        )
+        np.testing.assert_array_equal(
+            ev(paper.fig2_kl_cuff, [inf, inf, 0.0], [1.0, 0.0, -inf], dtype=dtype), [0.0, inf, 0.0]
+        )
 
 
 def test_broadcasting_shapes():
