@@ -266,10 +266,14 @@ def eq22(eps: ArrayLike) -> jax.Array:
     :math:`4\sinh^2(\varepsilon/2)`, denominator :math:`2\sinh\varepsilon`), the supremum of
     KL over eps-DP pairs, attained by randomized response (:func:`jaxdp.max_kl_eps_dp`).
     Evaluated through that identity (the printed form overflows to NaN for eps > 709);
-    ``eps = 0`` (0/0 as printed) gives the limit 0.
+    ``eps = 0`` (0/0 as printed) gives the limit 0, ``eps = inf`` inf with the limit slope 1.
     """
     (eps,) = _inexact(eps)
-    return eps * jnp.tanh(0.5 * eps)
+    # (a finite stand-in at eps = inf: the product rule's tanh' * inf = 0 * inf made the
+    # derivative NaN there, as it was in max_kl_eps_dp)
+    inf = eps == jnp.inf
+    e = jnp.where(inf, 1.0, eps)
+    return jnp.where(inf, eps, e * jnp.tanh(0.5 * e))
 
 
 @_checked(eps=_nonnegative, alpha=_not_nan)

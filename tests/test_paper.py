@@ -293,6 +293,24 @@ def test_undefined_for_eps_at_least_one_gives_nan():
     assert np.all(np.isnan(g[[0, 2, 4]])) and np.all(np.isfinite(g[[1, 3, 5]])), g
 
 
+SLOPES = ("eq22", "eq30_max", "eq31_max", "eq32_max", "eq43", "fig2_ub1", "eq39", "eq41", "eq42")
+
+
+def test_derivatives_match_finite_differences_and_their_limits_at_infinity():
+    # eq22's derivative at eps = inf was NaN (tanh' * inf = 0 * inf); the limit is 1
+    fs = [getattr(paper, n) for n in SLOPES]
+    grad = jax.jit(jax.vmap(lambda e: jnp.stack([jax.grad(f)(e) for f in fs])))
+    e = np.array([0.05, 0.3, 0.7, 2.0, 9.0])
+    g = np.asarray(grad(np.append(e, np.inf)))
+    fd = np.stack([(ev(f, e * (1 + 1e-6)) - ev(f, e * (1 - 1e-6))) / (2e-6 * e) for f in fs])
+    np.testing.assert_allclose(g[:-1].T, fd, rtol=1e-7)
+    limits = dict(eq22=1.0, eq30_max=-1.0, eq31_max=-1.0, eq39=np.inf)
+    keep = [n != "eq31_max" for n in SLOPES]
+    np.testing.assert_array_equal(
+        g[-1][keep], [limits.get(n, 0.0) for n in SLOPES if n != "eq31_max"]
+    )
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
