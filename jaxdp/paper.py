@@ -367,7 +367,11 @@ def eq31_max(eps: ArrayLike) -> jax.Array:
     ``eps > 0.5424595944`` and negative for ``eps > asinh(e/2)/2 = 0.5570007484``.
     """
     (eps,) = _inexact(eps)
-    return jnp.maximum(eq31(eps, jnp.zeros_like(eps)), eq31(eps, jnp.ones_like(eps)))
+    at0, at1 = eq31(eps, jnp.zeros_like(eps)), eq31(eps, jnp.ones_like(eps))
+    # (not jnp.maximum, whose derivative at a tie is the mean of the two: at eps = inf, where
+    # both ends are -inf, -1.5 instead of the limit -1 of the alpha -> 0 end that wins above
+    # acosh(e/2))
+    return jnp.where(at0 >= at1, at0, at1)
 
 
 @_checked(eps=_nonnegative, alpha=_positive)
