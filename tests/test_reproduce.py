@@ -15,6 +15,7 @@ import mpmath as mp
 import pytest
 
 from jaxdp import cli
+from jaxdp.commands import reproduce
 
 mp.mp.dps = 50
 RTOL = 1e-9  # table ends are located to ~1e-12 relative; grid values are float64
@@ -272,3 +273,8 @@ def test_bad_options(tmp_path, capsys):
         err = _error(capsys, ["reproduce", "--out", str(tmp_path), "--points", huge])
         assert f"--points {huge} is too large: at most 1000000" in err
     assert "--formats" in _error(capsys, ["reproduce", "--out", str(tmp_path), "--formats", "bmp"])
+
+
+def test_repeated_formats_are_written_once():
+    # "png,png" drew and wrote every figure twice, and the summary counted 10 files for 6
+    assert reproduce._formats("png, PNG,pdf,png") == ("png", "pdf")

@@ -64,7 +64,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
 
 def _formats(text: str) -> tuple[str, ...]:
     allowed = ("png", "pdf", "svg")
-    fmts = tuple(f.strip().lower() for f in text.split(",") if f.strip())
+    # (deduplicated: "png,png" drew and wrote each figure twice and counted it twice)
+    fmts = tuple(dict.fromkeys(f.strip().lower() for f in text.split(",") if f.strip()))
     bad = [f for f in fmts if f not in allowed]
     if not fmts or bad:
         raise ValueError(f"--formats: choose from {', '.join(allowed)}, got {text!r}")
