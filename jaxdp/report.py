@@ -881,6 +881,12 @@ def _fails_text(f: Finding, sep: str = "; ") -> str:
     return sep.join(f"{reason}: {_intervals_text(f.x, iv, f.grid)}" for reason, iv in f.fails)
 
 
+def _spacing(grid) -> float:
+    """Ratio between neighbouring points of the log-spaced ``(min, max, points)`` grid."""
+    lo, hi, n = grid
+    return (hi / lo) ** (1 / (n - 1)) if n > 1 else math.nan
+
+
 def table_markdown(rows: Sequence[Finding], *, dtype: str = "float64") -> str:
     """The findings as a Markdown document (title, grid, table, reading notes)."""
     g = rows[0].grid if rows else (math.nan, math.nan, 0)
@@ -892,7 +898,10 @@ def table_markdown(rows: Sequence[Finding], *, dtype: str = "float64") -> str:
         "x = c: Chernoff-DP budget, nats). Relative gap = (paper - exact) / |exact|. "
         "'Fails' lists where a bound is below the exact value, negative or undefined, where a "
         "claimed value differs (relative 1e-9), or where a claimed optimal alpha leaves (0, 1]; "
-        "interior ends are located to ~1e-12 relative.",
+        "interior ends are located to ~1e-12 relative. Only the grid points are tested: a "
+        f"failure region between two neighbouring points (a factor {_spacing(g):.3g} apart "
+        "here) can be missed (e.g. alpha*_ubI > 1 on 0.9575 < eps < 1, a factor 1.044 "
+        "wide); a finer grid (jaxdp reproduce --points) finds it.",
         "",
         "| Formula (paper) | Claim | Exact quantity [jaxdp function] | Largest rel. gap "
         "(at x) | Rel. gap range | Fails on |",

@@ -14,7 +14,7 @@ import matplotlib.image
 import mpmath as mp
 import pytest
 
-from jaxdp import cli
+from jaxdp import cli, report
 from jaxdp.commands import reproduce
 
 mp.mp.dps = 50
@@ -278,3 +278,10 @@ def test_bad_options(tmp_path, capsys):
 def test_repeated_formats_are_written_once():
     # "png,png" drew and wrote every figure twice, and the summary counted 10 files for 6
     assert reproduce._formats("png, PNG,pdf,png") == ("png", "pdf")
+
+
+def test_table_says_how_coarse_its_grid_is():
+    # --quick (40 points, a factor 1.27 apart) misses alpha*_ubI > 1 on (0.9575, 1); the table
+    # listed the other failures as if complete
+    f = report.Finding("f", "c", "e", "range", "eps", (1e-3, 10.0, 40), 1, 1, 1, 1, 0, 1, (), "")
+    assert "a factor 1.27 apart here) can be missed" in report.table_markdown([f])
