@@ -393,7 +393,8 @@ def eq32(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     1e-6``), which cost float32 1.2e-6 absolute next to the zero crossing at
     ``eps = 1/2``; this form cancels only :math:`-\log 2\varepsilon` against the
     non-negative :math:`\log(\sinh v/v) \approx v^2/6`. Limits: ``eps = 0`` gives
-    ``+inf``, ``eps = inf`` or ``alpha = inf`` gives ``-inf``.
+    ``+inf``, ``eps = inf`` or ``alpha = inf`` gives ``-inf``; ``eps = 0`` with ``alpha =
+    inf``, where the two limits disagree, gives ``nan``.
 
     Args:
         eps: privacy parameter(s), ``>= 0``.

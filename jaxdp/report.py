@@ -15,7 +15,8 @@ Public entry points:
   stands for, the largest relative gap on the grid, and the ranges where it fails (a bound
   below the exact value, a negative value, undefined, a claimed value that differs, or a
   claimed optimiser outside its claimed range), each range end located to ~1e-12 relative
-  by repeated subdivision of the grid cell where the failure begins or ends.
+  (float64; ~1e-6 on a float32 grid) by repeated subdivision of the grid cell where the
+  failure begins or ends.
 * :func:`write_table` — ``paper_vs_exact.md`` and ``paper_vs_exact.csv``.
 
 Readings (how the paper's figures are read; see also :mod:`jaxdp.paper`):
@@ -311,7 +312,8 @@ class Finding(NamedTuple):
         min_rel_gap, max_rel_gap: the signed extremes of ``(paper - exact) / |exact|``.
         fails: ``((reason, intervals), ...)``: for each failure kind that occurs, the
             intervals ``(lo, hi)`` of ``x`` where it does; an end of the grid is reported as
-            the grid end, an interior end is located to ~1e-12 relative.
+            the grid end, an interior end is located to ~1e-12 relative (~1e-6 on a
+            float32 grid).
         note: a short comment (what the gap means).
     """
 
