@@ -18,8 +18,10 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from jaxdp.chernoff import chernoff
+from jaxdp.coefficient import check_pair
 from jaxdp.distributions import Distribution, Product
 
 __all__ = ["CompositionResult", "compose"]
@@ -71,6 +73,17 @@ def compose(pairs: Sequence[tuple[Distribution, Distribution]]) -> CompositionRe
                 raise TypeError(
                     f"pairs[{i}]: {name} must be a jaxdp distribution, got {type(d).__name__}"
                 )
+        try:  # (named "P, Q" or "Product component i", the composed pair built below)
+            check_pair(*pair)
+        except (TypeError, ValueError) as e:
+            raise type(e)(f"pairs[{i}]: {e}") from None
+    shapes = [np.broadcast_shapes(p.batch_shape, q.batch_shape) for p, q in pairs]
+    try:
+        np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise ValueError(
+            f"pairs: the pairs' batch shapes {shapes} do not broadcast together"
+        ) from None
     joint = chernoff(Product(*(p for p, _ in pairs)), Product(*(q for _, q in pairs)))
     individual = tuple(chernoff(p, q).information for p, q in pairs)
     total = sum(individual)

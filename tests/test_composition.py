@@ -49,6 +49,16 @@ def test_bad_input():
     # (was "Product: component 0 must be a jaxdp distribution", naming neither)
     with pytest.raises(TypeError, match=r"^pairs\[1\]: Q must be a jaxdp distribution, got float"):
         jd.compose([jd.mechanisms.laplace(1.0, epsilon=1.0), (jd.Laplace(), 2.0)])
+    # batch shapes that do not broadcast, within a pair or across pairs, and a product
+    # beside a non-product: named "Product: ..." or "Product component 0: ...", the composed
+    # pair built inside (QA pass)
+    L = jd.Laplace
+    with pytest.raises(ValueError, match=r"^pairs\[1\]: P, Q: batch shapes \(2,\), \(3,\)"):
+        jd.compose([(L(), L(1.0)), (L(jnp.zeros(2)), L(1.0, jnp.ones(3)))])
+    with pytest.raises(ValueError, match=r"^pairs: the pairs' batch shapes \[\(2,\), \(3,\)\]"):
+        jd.compose([(L(jnp.zeros(2)), L(1.0)), (L(jnp.zeros(3)), L(1.0))])
+    with pytest.raises(TypeError, match=r"^pairs\[0\]: a Product can only be compared"):
+        jd.compose([(jd.Product(L(), L()), L(1.0))])
 
 
 def test_a_disjoint_pair_makes_the_composition_infinite_with_no_gain():
