@@ -475,8 +475,8 @@ def allocate_budget(
       hoc), against ~6 s for the values.
 
     Raises:
-      ValueError: non-positive or non-finite budget, sensitivities or weights, mismatched
-        shapes, unknown mechanism, a callable mechanism without ``variance``, or a
+      ValueError: non-positive, subnormal or non-finite budget, sensitivities or weights,
+        mismatched shapes, unknown mechanism, a callable mechanism without ``variance``, or a
         negative or non-finite ``tol``. Traced (under ``jit``/``vmap``), a bad budget,
         sensitivity or weight gives ``nan`` in every float field and ``converged=False``.
     """
@@ -506,9 +506,11 @@ def allocate_budget(
         raise ValueError(f"sensitivities must be a non-empty 1-D array, got shape {s.shape}")
     if w.shape != s.shape:
         raise ValueError(f"weights must have the shape of sensitivities, got {w.shape}")
-    _checks.check_positive("budget", budget)
-    _checks.check_positive("sensitivities", s)
-    _checks.check_positive("weights", w)
+    for name, v in (("budget", budget), ("sensitivities", s), ("weights", w)):
+        _checks.check_positive(name, v)
+        # (XLA flushes subnormals: a subnormal budget gave scales 0, a sensitivity nan, a
+        # weight a scale 2e17 of a flushed weight 0)
+        _checks.check_normal(name, v)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     if variance is not None and not callable(variance):
@@ -599,9 +601,10 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     # scales (budget -0.1: [1.3e-7, 1.9e-7]), flagged only by converged=False. nan there, in
     # values and derivatives (a mask, not a where, whose derivative would be 0).
     budget, s, w = lax.stop_gradient(live)
-    ok = (budget > 0) & (budget < jnp.inf)
+    tiny = jnp.finfo(s.dtype).tiny  # (subnormals refused too, as eagerly)
+    ok = (budget >= tiny) & (budget < jnp.inf)
     for v in (s, w):
-        ok = ok & jnp.all((v > 0) & (v < jnp.inf))
+        ok = ok & jnp.all((v >= tiny) & (v < jnp.inf))
     mask = jnp.where(ok, 1.0, jnp.nan)
     floats = {
         f: getattr(result, f) * mask

@@ -659,17 +659,24 @@ def test_allocation_bad_arguments():
         allocate_budget(1.0, [1.0, 2.0], tol="small")
     with pytest.raises(TypeError, match=r"^variance must be a callable"):
         allocate_budget(1.0, [1.0, 2.0], variance=3)
+    # subnormals (XLA flushes them): budget 1e-310 gave scales [0, 0], a sensitivity 1e-320
+    # nan scales, a weight 1e-320 the scale 2e17 of a weight 0 (QA pass)
+    for args in ((1e-310, [1.0, 2.0]), (1.0, [1e-320, 2.0]), (1.0, [1.0, 2.0], [1e-320, 1.0])):
+        name = ("budget", "sensitivities", "weights")[len(args) - 1 if args[0] == 1.0 else 0]
+        with pytest.raises(ValueError, match=rf"^{name} must be at least 2.225e-308"):
+            allocate_budget(*args)
 
 
 def test_allocation_of_traced_bad_arguments_is_nan():
     # under jit the eager checks are skipped: budget -0.1 gave scales [1.3e-7, 1.9e-7], a
-    # negative weight [1.118, 1.118], flagged by converged=False only (QA pass)
+    # negative weight [1.118, 1.118], flagged by converged=False only (QA pass); a subnormal
+    # budget scales [0, 0] (a later QA pass)
     def run(budget, w0):
         return allocate_budget(budget, jnp.asarray([1.0, 2.0]), jnp.stack([w0, 1.0]))
 
     f = jax.jit(jax.vmap(run))
-    res = f(jnp.asarray([1.0, -0.1, 1.0]), jnp.asarray([1.0, 1.0, -1.0]))
-    assert np.asarray(res.converged).tolist() == [True, False, False]
+    res = f(jnp.asarray([1.0, -0.1, 1.0, 1e-310]), jnp.asarray([1.0, 1.0, -1.0, 1.0]))
+    assert np.asarray(res.converged).tolist() == [True, False, False, False]
     for name in res._fields:
         v = np.asarray(getattr(res, name))
         if v.dtype.kind == "f":  # (bound_*: nan without compare_bound)
