@@ -560,9 +560,16 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     grad_c = jax.grad(lambda x: _envelope("exact", pair, x, s, alpha))(x_opt)
     # per query, relative to its own gradient (a norm is blind to the small queries)
     eps = float(jnp.finfo(s.dtype).eps)
-    ratio = grad_c / grad_v
+    # (free of the problem's scale: the ratios are about -1/mu, ~eps^2 for Gaussian queries,
+    # whose squares under- or overflowed beyond budgets 1e-77 and 1e77, 1e-9 and 1e9 in
+    # float32: multiplier inf or 0, residual inf, nan or 1, converged=False at right scales)
+    big_v, big_c = jnp.max(jnp.abs(grad_v)), jnp.max(jnp.abs(grad_c))
+    ratio = (grad_c / big_c) / (grad_v / big_v)
+    big = jnp.max(jnp.abs(ratio))
+    ratio = ratio / big
     mu = -jnp.sum(ratio) / jnp.sum(ratio * ratio)
     kkt = jnp.max(jnp.abs(1.0 + mu * ratio))
+    mu = mu * (big_v / big_c) / big
     equal_info, equal_alpha = _evaluate("exact", pair, x_equal, s)
     # (and every query's KKT residual within sqrt(u): float32 scales 9% off had passed the
     # optimiser's test with a residual of 0.2)
