@@ -115,6 +115,9 @@ class AllocationResult(NamedTuple):
 
 
 def _components(dist, m):
+    # (broadcast first: a callable's Gaussian(0.0, scales) has a scalar loc, which failed
+    # with JAX's "Too many indices: array is 0-dimensional")
+    dist = dist._broadcast_batch((m,))
     return [jax.tree_util.tree_map(lambda leaf, j=j: leaf[j], dist) for j in range(m)]
 
 
@@ -452,7 +455,9 @@ def allocate_budget(
       weights: ``(m,)`` positive utility weights :math:`w_j` (default all 1).
       mechanism: ``"gaussian"`` (:math:`\operatorname{Var} = \sigma^2`), ``"laplace"``
         (:math:`2b^2`), or a callable ``(scales, sensitivities) -> (P, Q)`` returning
-        batched jaxdp distributions with leading axis ``m`` (then ``variance`` is required).
+        jaxdp distributions of batch shape ``(m,)`` (parameters broadcast to it, e.g.
+        ``(Gaussian(0.0, scales), Gaussian(sensitivities, scales))``; then ``variance`` is
+        required).
       variance: callable ``scales -> (m,)`` variances (default from ``mechanism``).
       max_steps: L-BFGS iteration cap (static).
       tol: tolerance on the largest gradient component of the reduced objective

@@ -595,8 +595,10 @@ def test_allocation_of_queries_of_very_different_sizes():
 def _asymmetric_gaussian(sigma, s):
     # the neighbour also changes the noise scale by theta: asymmetric pairs. (Their
     # information stays above C(N(0,1), N(0,theta^2)) as sigma -> inf: budgets must exceed it.)
+    # (P's location a scalar, as a user writes it: broadcast to the queries; it failed with
+    # "Too many indices: array is 0-dimensional", QA pass)
     theta = jnp.asarray([1.0, 1.6])
-    return jd.Gaussian(jnp.zeros_like(sigma), sigma), jd.Gaussian(s + 0 * sigma, theta * sigma)
+    return jd.Gaussian(0.0, sigma), jd.Gaussian(s, theta * sigma)
 
 
 def _square(b):
@@ -615,7 +617,7 @@ def test_allocation_asymmetric_pairs():
     def composed(x):
         P, Q = _asymmetric_gaussian(jnp.exp(x), jnp.asarray(s))
         comps = [
-            (jd.Gaussian(P.loc[j], P.scale[j]), jd.Gaussian(Q.loc[j], Q.scale[j])) for j in range(2)
+            (jd.Gaussian(P.loc, P.scale[j]), jd.Gaussian(Q.loc[j], Q.scale[j])) for j in range(2)
         ]
         return jd.chernoff(jd.Product(*[a for a, _ in comps]), jd.Product(*[b for _, b in comps]))
 
