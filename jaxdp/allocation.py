@@ -56,6 +56,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -63,7 +64,7 @@ from jaxdp import _checks
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
 from jaxdp.coefficient import log_bc
-from jaxdp.distributions import Product
+from jaxdp.distributions import Distribution, Product
 
 __all__ = ["AllocationResult", "allocate_budget"]
 
@@ -529,9 +530,43 @@ def allocate_budget(
             raise TypeError(f"tol must be a real number, got {tol!r}") from None
         if not (math.isfinite(tol) and tol >= 0):
             raise ValueError(f"tol must be non-negative and finite, got {tol!r}")
+    _check_callables(pair if callable(mechanism) else None, variance, s)
     eps = float(jnp.finfo(s.dtype).eps)
     tol = 1e-3 * math.sqrt(eps) if tol is None else tol
     return _allocate(pair, variance, max_steps, tol, bool(compare_bound), budget, s, w)
+
+
+def _check_callables(pair, variance, s):
+    """What a callable ``mechanism`` (``pair``; ``None`` for a built-in) and ``variance``
+    return, by shape alone (:func:`jax.eval_shape`: nothing is computed). A variance of
+    another shape was broadcast silently (a scalar: a wrong optimum, ``converged=True``); a
+    mechanism returning one distribution failed with "cannot unpack non-iterable"."""
+    m = s.shape[0]
+    if pair is not None:
+        out = jax.eval_shape(pair, s, s)
+        if not (
+            isinstance(out, tuple | list)
+            and len(out) == 2
+            and all(isinstance(d, Distribution) for d in out)
+        ):
+            raise TypeError(
+                "mechanism must return a pair (P, Q) of jaxdp distributions, got "
+                f"{type(out).__name__}"
+            )
+        shapes = [d.batch_shape for d in out]
+        try:
+            ok = np.broadcast_shapes(*shapes, (m,)) == (m,)
+        except ValueError:
+            ok = False
+        if not ok:
+            raise ValueError(
+                f"mechanism must return distributions of batch shape ({m},) (one per query), "
+                f"got {shapes[0]} and {shapes[1]}"
+            )
+    out = jax.eval_shape(variance, s)
+    if getattr(out, "shape", None) != (m,):
+        got = getattr(out, "shape", type(out).__name__)
+        raise ValueError(f"variance must return shape ({m},) (one per query), got {got}")
 
 
 @functools.partial(jax.jit, static_argnums=(0, 1, 2, 3, 4))

@@ -671,6 +671,21 @@ def test_allocation_bad_arguments():
         allocate_budget(1.0, [1.0, 2.0], tol="small")
     with pytest.raises(TypeError, match=r"^variance must be a callable"):
         allocate_budget(1.0, [1.0, 2.0], variance=3)
+    # what the callables return (by shape, nothing computed): a scalar variance was broadcast
+    # (a wrong optimum, converged=True); one distribution failed as "cannot unpack" (QA pass)
+    with pytest.raises(ValueError, match=r"^variance must return shape \(2,\) .*got \(\)"):
+        allocate_budget(1.0, [1.0, 2.0], variance=lambda b: jnp.sum(b * b))
+    with pytest.raises(TypeError, match=r"^mechanism must return a pair \(P, Q\).*got Gaussian"):
+        allocate_budget(
+            1.0, [1.0, 2.0], mechanism=lambda b, s: jd.Gaussian(0.0, b), variance=_square
+        )
+    with pytest.raises(ValueError, match=r"^mechanism must return .* batch shape \(2,\)"):
+        allocate_budget(
+            1.0,
+            [1.0, 2.0],
+            mechanism=lambda b, s: _asymmetric_gaussian(b[:, None], s),
+            variance=_square,
+        )
     # subnormals (XLA flushes them): budget 1e-310 gave scales [0, 0], a sensitivity 1e-320
     # nan scales, a weight 1e-320 the scale 2e17 of a weight 0 (QA pass)
     for args in ((1e-310, [1.0, 2.0]), (1.0, [1e-320, 2.0]), (1.0, [1.0, 2.0], [1e-320, 1.0])):
