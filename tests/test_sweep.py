@@ -499,6 +499,7 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
     (tmp_path / "f" / "notes.txt").write_text("mine")
     with pytest.raises(ValueError, match="holds no jaxdp sweep"):
         sweep(spec, tmp_path / "f", quiet=True)
+    assert os.listdir(tmp_path / "f") == ["notes.txt"]  # (a stray .lock was left there)
     with Store(tmp_path / "b").locked(), pytest.raises(ValueError, match="in use"):
         sweep(spec, tmp_path / "b", quiet=True)
     with pytest.raises(ValueError, match=r"notes.txt is a file, not a directory; use a new"):

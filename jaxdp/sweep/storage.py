@@ -152,6 +152,7 @@ class Store:
         self.root = Path(out_dir)
         self.chunks = self.root / CHUNKS
         self._lock_fd: int | None = None
+        self._foreign = False  # (set by prepare when it refuses a directory of other files)
 
     # ----------------------------------------------------------------- lifecycle
 
@@ -162,6 +163,7 @@ class Store:
             raise ValueError(f"{self.root} is a file, not a directory; use a new --out")
         try:  # (was OSError's "[Errno 2] No such file or directory: '/proc/x/.lock'")
             self.root.mkdir(parents=True, exist_ok=True)
+            created = not (self.root / LOCK).exists()
             fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
         except OSError as e:
             raise ValueError(
@@ -178,6 +180,11 @@ class Store:
             self._clean_tmp()
             yield
         finally:
+            # a directory of other files, refused, keeps none of ours (a stray .lock was left in
+            # it, e.g. in / or in $HOME); no sweep can ever run there, so no race on the lock
+            if created and self._foreign:
+                with contextlib.suppress(OSError):
+                    (self.root / LOCK).unlink()
             os.close(fd)
 
     def _clean_tmp(self) -> None:
@@ -229,6 +236,7 @@ class Store:
                 p.name for p in self.root.iterdir() if p.name != LOCK and not _TMP.match(p.name)
             ]
             if others:
+                self._foreign = True
                 raise ValueError(
                     f"{self.root} is not empty and holds no jaxdp sweep (no {MANIFEST}); "
                     "use a new --out"
