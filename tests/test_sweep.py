@@ -634,6 +634,29 @@ def test_bad_out_dir_or_grid_name_is_named(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
+def test_dict_spec_takes_numpy_values_and_tuples():
+    # np.float32 / np.int64 scalars, numpy arrays and tuples were refused as "must be a number"
+    # (or "a positive integer"); np.float64 alone passed, being a float
+    plain = {
+        "mechanism": "laplace",
+        "quantities": ["tv", "kl_pq"],
+        "chunk_size": 4,
+        "grid": {"epsilon": [0.5, 1.0], "sensitivity": {"linspace": [1.0, 2.0, 3]}},
+    }
+    numpy = {
+        "mechanism": "laplace",
+        "quantities": ("tv", np.str_("kl_pq")),
+        "chunk_size": np.int64(4),
+        "grid": {
+            "epsilon": np.asarray([0.5, 1.0], np.float32),
+            "sensitivity": {"linspace": (np.float32(1), np.int32(2), np.int64(3))},
+        },
+    }
+    assert parse_spec(numpy) == parse_spec(plain)
+    with pytest.raises(ValueError, match="'epsilon' entry must be a number, got True"):
+        parse_spec(dict(plain, grid={"epsilon": np.asarray([True])}))
+
+
 def test_missing_required_parameter(tmp_path):
     spec = {
         "mechanism": "adversarial_laplace",

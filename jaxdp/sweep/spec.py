@@ -43,6 +43,8 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import numpy as np
+
 from jaxdp.sweep.grid import Grid, parse_grid
 
 __all__ = ["CORE_QUANTITIES", "SweepSpec", "parse_spec"]
@@ -311,10 +313,24 @@ def _quantities(raw: Any, renyi_orders: Any) -> tuple[str, ...]:
 # --------------------------------------------------------------------------- parse
 
 
+def _plain(value: Any) -> Any:
+    """A dict spec's numpy scalars and arrays, and tuples, as the TOML values they stand for
+    (``np.float32(1.0)`` was refused as "must be a number", ``np.linspace(...)`` as an axis too)."""
+    if isinstance(value, Mapping):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, np.ndarray):
+        return _plain(value.tolist())
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value
+
+
 def load_spec_data(spec: Any) -> dict:
     """Read a spec given as a mapping, a TOML file path, or a :class:`SweepSpec`."""
     if isinstance(spec, Mapping):
-        return dict(spec)
+        return _plain(spec)
     if isinstance(spec, str | os.PathLike):
         try:
             with open(spec, "rb") as f:
