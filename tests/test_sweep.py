@@ -21,6 +21,7 @@ import struct
 import subprocess
 import sys
 import time
+import warnings
 import zipfile
 from pathlib import Path
 
@@ -655,6 +656,20 @@ def test_dict_spec_takes_numpy_values_and_tuples():
     assert parse_spec(numpy) == parse_spec(plain)
     with pytest.raises(ValueError, match="'epsilon' entry must be a number, got True"):
         parse_spec(dict(plain, grid={"epsilon": np.asarray([True])}))
+
+
+def test_linspace_whose_span_overflows():
+    # -1e308 .. 1e308: numpy's linspace warned twice (two more lines of stderr) and gave nan,
+    # which the mechanism then rejected ("shift contains NaN")
+    spec = {
+        "mechanism": "adversarial_laplace",
+        "quantities": ["tv"],
+        "grid": {"epsilon": 1.0, "theta": 1.0, "shift": {"linspace": [-1e308, 1e308, 5]}},
+    }
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        shift = parse_spec(spec).grid.coords(np.float64)["shift"]
+    np.testing.assert_array_equal(shift, [-1e308, -5e307, 0.0, 5e307, 1e308])
 
 
 def test_missing_required_parameter(tmp_path):

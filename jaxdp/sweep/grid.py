@@ -49,7 +49,12 @@ class Axis:
                 return np.asarray(self.args, dtype=np.int64)
             out = np.asarray(self.args, dtype=np.float64)
         elif self.kind == "linspace":
-            out = np.linspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
+            a, b, n = self.args[0], self.args[1], int(self.args[2])
+            if math.isfinite(b - a):
+                out = np.linspace(a, b, n, dtype=np.float64)
+            else:  # (the span overflows: numpy warned twice and gave nan, which the spec never
+                # held; halving is exact there, so these are the points linspace means)
+                out = np.linspace(a / 2, b / 2, n, dtype=np.float64) * 2
         else:
             out = np.logspace(self.args[0], self.args[1], int(self.args[2]), dtype=np.float64)
         return cast_checked(out, float_dtype, f"grid axis {self.name!r}")
