@@ -552,6 +552,27 @@ def test_float64_needs_x64(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_integer_axis_beyond_int32_without_x64(tmp_path):
+    # a float32 sweep without x64: 2**31 + 1 wrapped to -2**31 + 1, and the mechanism was
+    # blamed for it ("sensitivity must be positive and finite, got -2147483647.0")
+    spec = {
+        "mechanism": "geometric",
+        "quantities": ["tv"],
+        "dtype": "float32",
+        "grid": {"epsilon": [1.0], "sensitivity": [1, 2**31 + 1]},
+    }
+    jax.config.update("jax_enable_x64", False)
+    try:
+        with pytest.raises(
+            ValueError,
+            match=r"^spec: grid parameter 'sensitivity': 2147483649 is outside the range of int32",
+        ):
+            sweep(spec, tmp_path / "x", quiet=True)
+    finally:
+        jax.config.update("jax_enable_x64", True)
+    assert not (tmp_path / "x").exists()
+
+
 BAD_SPECS = [
     ({"mechanism": "lapalce"}, "unknown mechanism 'lapalce'"),
     ({"grid": {"epsilon": [1.0], "shift": [1.0]}}, "has no parameter 'shift'"),

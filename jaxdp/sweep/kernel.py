@@ -182,6 +182,13 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
     for a in spec.grid.axes:
         vals = a.values(_float_dtype(spec))
         if a.is_integer:
+            info = np.iinfo(_int_dtype())
+            big = [v for v in a.args if not info.min <= v <= info.max]
+            if big:  # (without x64: it wrapped, and the mechanism was blamed for -2147483647)
+                raise ValueError(
+                    f"spec: grid parameter '{a.name}': {big[0]} is outside the range of "
+                    f"{info.dtype} (jax_enable_x64 is off); give it as a float or enable x64"
+                )
             vals = vals.astype(_int_dtype())
         axis_values[a.name] = vals
         first[a.name] = vals[:1]
