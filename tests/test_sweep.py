@@ -656,7 +656,7 @@ def test_bad_out_dir_or_grid_name_is_named(tmp_path, monkeypatch):
     assert os.listdir(tmp_path) == []
 
 
-def test_dict_spec_takes_numpy_values_and_tuples():
+def test_dict_spec_takes_numpy_values_and_tuples(tmp_path):
     # np.float32 / np.int64 scalars, numpy arrays and tuples were refused as "must be a number"
     # (or "a positive integer"); np.float64 alone passed, being a float
     plain = {
@@ -675,6 +675,11 @@ def test_dict_spec_takes_numpy_values_and_tuples():
         },
     }
     assert parse_spec(numpy) == parse_spec(plain)
+    # and sweep's own chunk_size
+    spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0, 3.0]}}
+    assert sweep(spec, tmp_path / "n", chunk_size=np.int64(2), quiet=True).n_chunks == 2
+    with pytest.raises(ValueError, match=r"chunk_size must be a positive integer, got np.True_"):
+        sweep(spec, tmp_path / "b", chunk_size=np.bool_(True), quiet=True)
     with pytest.raises(ValueError, match="'epsilon' entry must be a number, got True"):
         parse_spec(dict(plain, grid={"epsilon": np.asarray([True])}))
 

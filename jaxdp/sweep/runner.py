@@ -284,6 +284,8 @@ def sweep(
             "spec: dtype float64 needs jax_enable_x64 (the jaxdp CLI enables it); "
             "call jax.config.update('jax_enable_x64', True) or set dtype = 'float32'"
         )
+    if isinstance(chunk_size, np.integer):  # (was "must be a positive integer, got np.int64(5)")
+        chunk_size = int(chunk_size)
     if chunk_size is not None and (
         isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
     ):
