@@ -25,8 +25,11 @@ name (``shift``, ``theta``); an argument no mechanism has (``delta`` of ``eq40``
 Everything that can be wrong with a spec (unknown key, mechanism, parameter or quantity, a
 grid that does not fit the mechanism, a paper formula whose arguments the mechanism does not
 have) is reported by :func:`parse_spec` as a one-line ``ValueError`` naming it; values the
-mechanism or a formula refuses are found by :func:`jaxdp.sweep.kernel.check_kernel`. Both run
-before any work.
+mechanism or a formula refuses are found by :func:`jaxdp.sweep.kernel.check_kernel` (every
+value of each axis, the other axes at their first value). Both run before any work. Values
+refused only in combination, on two axes (e.g. a ``sensitivity`` axis and an ``epsilon`` axis
+whose ratio, the Laplace scale, is beyond the float range), are not checked: the points that
+combine them hold nan.
 """
 
 from __future__ import annotations
