@@ -1093,6 +1093,37 @@ def test_huge_support_is_refused_before_allocating(tmp_path, capsys):
     ]
 
 
+def test_value_checks_hold_a_bounded_number_of_values(monkeypatch):
+    # every value of an axis was checked in one eager call: axis length x 2k values (16 GB for
+    # randomized response with k = 1000 on an axis of 10**6 points, before any work)
+    from jaxdp.sweep import kernel as kernel_mod
+
+    monkeypatch.setattr(kernel_mod, "CHECK_VALUES", 64, raising=False)
+    spec = parse_spec(
+        {
+            "mechanism": "randomized_response",
+            "quantities": ["tv"],
+            "grid": {"epsilon": {"linspace": [0.0, 3.0, 20]}, "k": 4},
+        }
+    )
+    kernel = kernel_mod.make_kernel(spec)
+    seen = []
+    light = kernel.light
+    kernel.light = lambda params: seen.append(len(params["epsilon"])) or light(params)
+    kernel_mod.check_kernel(spec, kernel)
+    assert seen[0] == 1 and sum(seen[1:]) == 20 and max(seen) * 8 <= 64  # (2k values a point)
+    # a value refused in the last slice is still found
+    spec = parse_spec(
+        {
+            "mechanism": "randomized_response",
+            "quantities": ["tv"],
+            "grid": {"epsilon": [0.5] * 19 + [-1.0], "k": 4},
+        }
+    )
+    with pytest.raises(ValueError, match="rejects the grid: epsilon must be"):
+        kernel_mod.check_kernel(spec, kernel_mod.make_kernel(spec))
+
+
 def test_float32_grid_values_out_of_range_are_refused_in_one_line(tmp_path, capsys):
     # numpy's cast warning took two more lines of stderr, and the mechanism then rejected an
     # inf (or 0.0) that the spec never held (QA pass)
