@@ -1124,6 +1124,37 @@ def test_value_checks_hold_a_bounded_number_of_values(monkeypatch):
         kernel_mod.check_kernel(spec, kernel_mod.make_kernel(spec))
 
 
+def test_default_chunk_holds_a_bounded_number_of_values(tmp_path, monkeypatch, capsys):
+    # the default was 2**16 points per CPU device whatever the pair: randomized response with
+    # k = 1000 (2000 values a point) held ~9 GB of host memory per chunk
+    from jaxdp.sweep import runner
+
+    # 200 points of k = 64 (128 values a point) with 128 points per device by default: 64
+    monkeypatch.setattr(runner, "CPU_POINTS_PER_DEVICE", 128)
+    monkeypatch.setattr(runner, "POINT_VALUES", 64, raising=False)
+    spec = {
+        "mechanism": "randomized_response",
+        "quantities": ["tv"],
+        "grid": {"epsilon": {"linspace": [0.0, 2.0, 200]}, "k": 64},
+    }
+    path = tmp_path / "rr.toml"
+    path.write_text(
+        'mechanism = "randomized_response"\nquantities = ["tv"]\n[grid]\n'
+        "epsilon = {linspace = [0.0, 2.0, 200]}\nk = 64\n"
+    )
+    assert cli.main(["sweep", str(path), "--dry-run"]) == 0
+    assert "4 chunk(s) of 64" in capsys.readouterr().out
+    run = sweep(spec, tmp_path / "rr", quiet=True)
+    assert (run.chunk_size, run.n_chunks) == (64, 4)
+    P, Q = mechanisms.randomized_response(jnp.linspace(0.0, 2.0, 200), k=64)
+    np.testing.assert_allclose(load_sweep(tmp_path / "rr").values["tv"], jd.tv(P, Q), rtol=1e-14)
+    monkeypatch.undo()
+    cpu = jax.devices("cpu")
+    assert runner.default_chunk_size(cpu[:1]) == 2**16
+    assert runner.default_chunk_size(cpu[:1], point_values=2000) == 2**16 * 256 // 2000
+    assert runner.default_chunk_size(cpu[:1], point_values=2**24) == 64
+
+
 def test_float32_grid_values_out_of_range_are_refused_in_one_line(tmp_path, capsys):
     # numpy's cast warning took two more lines of stderr, and the mechanism then rejected an
     # inf (or 0.0) that the spec never held (QA pass)

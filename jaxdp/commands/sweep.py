@@ -33,7 +33,8 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         default=None,
         metavar="N",
         help="points per chunk (default: spec's chunk_size, or 2**16 per CPU device, "
-        "2**20 per accelerator; a resumed sweep keeps its own)",
+        "2**20 per accelerator, fewer for a pair of many values per point, e.g. randomized "
+        "response with a large k; a resumed sweep keeps its own)",
     )
     parser.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")
@@ -164,7 +165,7 @@ def run(args: argparse.Namespace) -> int:
     if args.chunk_size is not None and args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be positive, got {args.chunk_size}")
 
-    from jaxdp.sweep.kernel import check_kernel, make_kernel
+    from jaxdp.sweep.kernel import check_kernel, make_kernel, point_values
     from jaxdp.sweep.runner import default_chunk_size, sweep
     from jaxdp.sweep.spec import parse_spec
 
@@ -174,8 +175,10 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"SPEC.toml: {args.spec!r} {what}; give the sweep's TOML file")
     spec = parse_spec(args.spec)
     if args.dry_run:
-        check_kernel(spec, make_kernel(spec))
-        size = min(args.chunk_size or spec.chunk_size or default_chunk_size(), spec.size)
+        kernel = make_kernel(spec)
+        check_kernel(spec, kernel)
+        default = default_chunk_size(point_values=point_values(spec, kernel))
+        size = min(args.chunk_size or spec.chunk_size or default, spec.size)
         shape = " x ".join(str(s) for s in spec.shape) or "1"
         print(
             f"{spec.mechanism}: {len(spec.quantities)} quantities on {shape} = {spec.size} points, "

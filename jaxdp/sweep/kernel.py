@@ -21,7 +21,7 @@ from jaxdp._checks import error_line
 from jaxdp.sweep.grid import cast_checked
 from jaxdp.sweep.spec import SweepSpec, resolve_mechanism
 
-__all__ = ["check_kernel", "make_kernel"]
+__all__ = ["check_kernel", "make_kernel", "point_values"]
 
 Kernel = Callable[[Mapping[str, jax.Array], tuple[int, ...]], dict[str, jax.Array]]
 
@@ -132,16 +132,12 @@ MAX_POINT_VALUES = 2**24
 CHECK_VALUES = 2**22
 
 
-def _check_point_size(spec: SweepSpec, kernel: Kernel, first: Mapping[str, np.ndarray]) -> int:
+def _check_point_size(spec: SweepSpec, kernel: Kernel) -> int:
     """Refuse a pair too large per point, from shapes only (nothing is allocated); return the
-    number of values of the pair per point (1 where the shapes are unknown)."""
-    try:
-        shapes = jax.eval_shape(kernel.pair, dict(first))  # type: ignore[attr-defined]
-    except Exception:  # (the eager checks that follow report what is wrong)
-        return 1
-    total = sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(shapes))
+    number of values of the pair per point (:func:`point_values`)."""
+    total = point_values(spec, kernel)
     if total <= MAX_POINT_VALUES:
-        return max(total, 1)
+        return total
     ints = [f"{n} = {v}" for n, v in spec.grid.fixed if isinstance(v, int)]
     ints += [f"{a.name} up to {max(a.args)}" for a in spec.grid.axes if a.is_integer]
     given = f" with {', '.join(ints)}" if ints else ""
@@ -167,6 +163,20 @@ def _culprit(spec: SweepSpec, kernel: Kernel, structs: dict[str, Any]) -> str | 
             continue
         return a.name
     return None
+
+
+def point_values(spec: SweepSpec, kernel: Kernel) -> int:
+    """Values of the mechanism's pair per grid point (e.g. ``2k`` for randomized response on
+    ``k`` outcomes), from shapes only; 1 where they cannot be found."""
+    first = {}
+    for a in spec.grid.axes:
+        vals = a.values(_float_dtype(spec))[:1]
+        first[a.name] = vals.astype(_int_dtype()) if a.is_integer else vals
+    try:
+        shapes = jax.eval_shape(kernel.pair, first)  # type: ignore[attr-defined]
+    except Exception:  # (check_kernel's eager checks report what is wrong)
+        return 1
+    return max(1, sum(math.prod(leaf.shape) for leaf in jax.tree_util.tree_leaves(shapes)))
 
 
 def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
@@ -204,7 +214,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
         msg = error_line(e)
         return ValueError(f"spec: mechanism '{spec.mechanism}' {what}: {msg}")
 
-    per_point = _check_point_size(spec, kernel, first)
+    per_point = _check_point_size(spec, kernel)
     # (a whole axis at once held axis length x per_point values: 16 GB for randomized
     # response with k = 1000 on an axis of 10**6 points, which the sweep itself runs by chunks)
     step = max(1, CHECK_VALUES // per_point)

@@ -35,7 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxdp._checks import error_line
-from jaxdp.sweep.kernel import _int_dtype, check_kernel, make_kernel
+from jaxdp.sweep.kernel import _int_dtype, check_kernel, make_kernel, point_values
 from jaxdp.sweep.spec import SweepSpec, parse_spec
 from jaxdp.sweep.storage import FORMAT, MANIFEST, Store, npz_memmap
 
@@ -92,14 +92,24 @@ class SweepResult(NamedTuple):
     manifest: dict
 
 
-def _per_device(devices: list) -> int:
-    return CPU_POINTS_PER_DEVICE if devices[0].platform == "cpu" else ACCELERATOR_POINTS_PER_DEVICE
+#: Values of the mechanism's pair per point beyond which a device takes proportionally fewer
+#: points per call (randomized response with k = 1000, 2000 values a point, held ~9 GB of host
+#: memory per chunk of 2**16 points on a CPU).
+POINT_VALUES = 256
 
 
-def default_chunk_size(devices: list | None = None) -> int:
-    """Default points per chunk: 2**16 per CPU device, 2**20 per accelerator."""
+def _per_device(devices: list, point_values: int = 1) -> int:
+    base = CPU_POINTS_PER_DEVICE if devices[0].platform == "cpu" else ACCELERATOR_POINTS_PER_DEVICE
+    return max(64, base * POINT_VALUES // max(point_values, POINT_VALUES))
+
+
+def default_chunk_size(devices: list | None = None, *, point_values: int = 1) -> int:
+    """Default points per chunk: 2**16 per CPU device, 2**20 per accelerator, proportionally
+    fewer (at least 64 per device) for a mechanism whose pair holds more than
+    :data:`POINT_VALUES` values per point (``point_values``, e.g. ``2k`` for randomized
+    response on ``k`` outcomes)."""
     devices = jax.devices() if devices is None else devices
-    return _per_device(devices) * len(devices)
+    return _per_device(devices, point_values) * len(devices)
 
 
 def _jaxdp_version() -> str:
@@ -292,16 +302,17 @@ def sweep(
         raise ValueError(f"chunk_size must be a positive integer, got {chunk_size!r}")
     kernel = make_kernel(spec)
     dtypes = check_kernel(spec, kernel)
+    values = point_values(spec, kernel)
 
     devices = jax.devices()
     n_dev = len(devices)
     n = spec.size
     explicit = chunk_size if chunk_size is not None else spec.chunk_size
-    size = min(explicit or default_chunk_size(devices), n)
+    size = min(explicit or default_chunk_size(devices, point_values=values), n)
     # Points per device per call: a whole chunk in one call on the devices of the first run
     # (a multiple of 64 so that no point falls in a vector remainder loop); resumed runs keep
     # the manifest's, so the per-device program never changes.
-    block = -(-min(_per_device(devices), -(-size // n_dev)) // 64) * 64
+    block = -(-min(_per_device(devices, values), -(-size // n_dev)) // 64) * 64
     main = jax.process_index() == 0
     store = Store(out_dir)
 
