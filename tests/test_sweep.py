@@ -264,9 +264,15 @@ def test_csv_and_float32(tmp_path):
     e = res.coords["epsilon"].astype(np.float64)[:, None] + np.zeros(2)
     np.testing.assert_allclose(res.values["kl_pq"], e + np.expm1(-e), rtol=1e-5)
     np.testing.assert_allclose(res.values["tv"], -np.expm1(-e / 2), rtol=1e-6)
+    csv = (tmp_path / "f32" / "results.csv").read_text()
+    # a chunk file damaged after the run: the CSV from results.npz too (it said
+    # "chunks/000001.npz is damaged (This file contains pickled (object) data ...); delete it")
+    (tmp_path / "f32" / "chunks" / "000001.npz").write_bytes(b"garbage")
+    (tmp_path / "f32" / "results.csv").unlink()
+    sweep(spec, tmp_path / "f32", quiet=True, csv=True)
+    assert (tmp_path / "f32" / "results.csv").read_text() == csv
     # chunk files deleted (README): the CSV again, from results.npz (it said "chunks/0.npz is
     # damaged ... run the sweep again")
-    csv = (tmp_path / "f32" / "results.csv").read_text()
     shutil.rmtree(tmp_path / "f32" / "chunks")
     (tmp_path / "f32" / "results.csv").unlink()
     sweep(spec, tmp_path / "f32", quiet=True, csv=True)

@@ -401,12 +401,14 @@ def sweep(
             )
         if main and csv and (not finished or not (store.root / "results.csv").exists()):
             stored = None
-            if finished and not all(
-                store.chunk_path(i, n_chunks).is_file() for i in range(n_chunks)
-            ):
-                # chunk files deleted after the run (README): the CSV from results.npz, whole
-                # in memory (it said "chunks/000000.npz is damaged ... run again")
-                stored = {q: v.reshape(-1) for q, v in load_sweep(store.root).values.items()}
+            if finished:
+                # the CSV from results.npz (checked above, CRCs too), memory-mapped: the chunk
+                # files may have been deleted after the run (README; it said "chunks/000000.npz
+                # is damaged ... run again") or damaged since (it said so too, with numpy's
+                # "contains pickled (object) data" for a file that was not an npz)
+                stored = {
+                    q: v.reshape(-1) for q, v in load_sweep(store.root, mmap=True).values.items()
+                }
             store.write_csv(
                 quantities=spec.quantities,
                 stored=stored,
