@@ -459,13 +459,20 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
     check_positive("sigma", sig)
     check_positive("sensitivity", s)
     check_broadcast("sigma, sensitivity", sig.shape, s.shape)
-    z = math.sqrt(n) * s / (2.0 * math.sqrt(2.0) * sig)
+    k = math.sqrt(n) / (2.0 * math.sqrt(2.0))
+    # Beyond z = 28 the advantage is 1 and its derivative 0 to rounding (e^{-784} is below
+    # the smallest float), but z's derivative -z/sigma overflows there for sigma below
+    # ~1e-154 (0 * inf: nan); so z is formed from stand-ins there. (sp.quotient: JAX's
+    # -s/sigma^2 gave -inf for sigma ~1e-160 at s = sigma, a finite slope.)
+    far = jax.lax.stop_gradient(k * s / sig) > 28.0
+    z = k * sp.quotient(jnp.where(far, 1.0, s), jnp.where(far, 1.0, sig))
     small = z < 1.0
     value = jnp.where(
         small,
         jax.scipy.special.erf(jnp.where(small, z, 0.0)),
         1.0 - jax.scipy.special.erfc(jnp.where(small, 1.0, z)),
     )
+    value = jnp.where(far, 1.0, value)
     # traced values skip the checks above: a negative sigma gave a negative "advantage"
     # (nan in the derivative too: a mask, not a where)
     return value * jnp.where((sig > 0) & (s > 0), 1.0, jnp.nan)

@@ -310,6 +310,28 @@ def test_gaussian_matches_mpmath_erf():
         mb.best_advantage_gaussian(0.0)
 
 
+def test_gaussian_gradient_at_tiny_sigma():
+    # Regression: d/dsigma was nan for sigma below ~1e-154 (z = sqrt(n) s / (2 sqrt(2) sigma)
+    # has derivative -s/sigma^2 = -inf there, times erfc' = 0) and -inf for sigma ~1e-160 at
+    # s = sigma, where it is finite. Reference: d/dsigma erf(z) = -(2/sqrt(pi)) e^{-z^2} z/sigma.
+    def ref(sg, s_, n):
+        with mp.workdps(DPS):
+            sg, s_ = mp.mpf(sg), mp.mpf(s_)
+            z = mp.sqrt(n) * s_ / (2 * mp.sqrt(2) * sg)
+            return -2 / mp.sqrt(mp.pi) * mp.exp(-z * z) * z / sg
+
+    grad = jax.jit(
+        jax.vmap(jax.grad(lambda sg, s_: mb.best_advantage_gaussian(sg, 3, sensitivity=s_)))
+    )
+    sigma = np.array([1e-160, 1e-300, 1e-160, 1e-300, 0.5, 1e-200])
+    sens = np.array([1.0, 1.0, 1e-160, 1e-300, 1.0, 1e300])
+    got = grad(jnp.asarray(sigma), jnp.asarray(sens))
+    for g, sg, s_ in zip(got, sigma, sens, strict=True):
+        want = ref(sg, s_, 3)  # (0 to float64 at z = 6e159 and beyond: e^{-z^2})
+        assert (g == 0.0) if abs(want) < 1e-320 else (rel(g, want) <= 1e-15), (sg, s_, g)
+    assert float(jax.grad(mb.best_advantage_gaussian)(jnp.float32(1e-20))) == 0.0
+
+
 @pytest.mark.parametrize("n", [1, 3, 10])
 def test_randomized_response_matches_binomial_sum(n):
     eps = np.array([1e-6, 0.01, 0.3, 0.5, 1.0, 3.0, 7.0, 10.0])
