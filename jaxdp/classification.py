@@ -261,7 +261,15 @@ def simulate_error_exponent(
         raise ValueError(f"Ms must be >= 1, got {min(ms)}")
     if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 2:
         raise ValueError(f"n_samples must be an int >= 2, got {n_samples!r}")
-    if not 0.0 < confidence < 1.0:
+    try:  # (a concrete 0-d array too; a string, None, a list or a complex named nothing)
+        if isinstance(confidence, str | bytes):
+            raise TypeError
+        level = float(confidence)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"confidence must be a real number in (0, 1) (static), got {confidence!r}"
+        ) from None
+    if not 0.0 < level < 1.0:
         raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
     shape = _checks.check_broadcast("P, Q", P.batch_shape, Q.batch_shape)
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
@@ -303,7 +311,7 @@ def simulate_error_exponent(
     rse = jnp.sqrt(var / n) / mean
     m_arr = jnp.asarray(ms, dtype)
     log_pe = math.log(0.5) + m_arr * log_ca[..., None] + jnp.log(mean)
-    z = statistics.NormalDist().inv_cdf(0.5 + confidence / 2.0)
+    z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
     log_lo, log_hi = log_pe - z * rse, log_pe + z * rse
     return ErrorExponentEstimate(
         Ms=jnp.asarray(ms),

@@ -231,6 +231,10 @@ def test_validation():
         simulate_error_exponent(P, Q, (1,), key=key, n_samples=1)
     with pytest.raises(ValueError, match="confidence"):
         simulate_error_exponent(P, Q, (1,), key=key, confidence=1.0)
+    # these raised "'<' not supported between instances of 'float' and 'str'" (no name)
+    for bad in ("0.9", None, [0.9], 1j):
+        with pytest.raises(TypeError, match=r"^confidence must be"):
+            simulate_error_exponent(P, Q, (1,), key=key, confidence=bad)
     # these named nothing: "'int' object is not iterable" and JAX PRNG internals
     with pytest.raises(TypeError, match=r"^Ms must be"):
         simulate_error_exponent(P, Q, 3, key=key)
