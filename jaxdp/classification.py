@@ -172,17 +172,18 @@ def _is_moments_batched(m0, b0, m1, b1, a, keys, *, n_samples: int, m_max: int):
 
 
 def _check_key(key) -> None:
-    """A PRNG key: a typed key array (``jax.random.key``) or a raw ``uint32`` key of shape
-    ``(2,)`` (``jax.random.PRNGKey``); JAX's own errors for anything else come from deep
-    inside ``random.split`` and name no argument."""
+    """One PRNG key: a typed key array of shape ``()`` (``jax.random.key``) or a raw
+    ``uint32`` key of shape ``(2,)`` (``jax.random.PRNGKey``); JAX's own errors for anything
+    else (a batch of keys too) come from deep inside ``random.split`` and name no argument."""
     dtype = getattr(key, "dtype", None)
     if dtype is not None and jax.dtypes.issubdtype(dtype, jax.dtypes.prng_key):
-        return
-    if dtype == jnp.uint32 and jnp.shape(key)[-1:] == (2,):
+        if jnp.shape(key) == ():
+            return
+    elif dtype == jnp.uint32 and jnp.shape(key) == (2,):
         return
     raise TypeError(
-        "key must be a JAX PRNG key (jax.random.key(seed) or jax.random.PRNGKey(seed)), "
-        f"got {key!r}"
+        "key must be a JAX PRNG key, a single one (jax.random.key(seed) or "
+        f"jax.random.PRNGKey(seed); jax.vmap for a batch), got {key!r}"
     )
 
 

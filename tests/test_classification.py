@@ -238,6 +238,7 @@ def test_validation():
     # these named nothing: "'int' object is not iterable" and JAX PRNG internals
     with pytest.raises(TypeError, match=r"^Ms must be"):
         simulate_error_exponent(P, Q, 3, key=key)
-    for bad in (None, 3, jax.numpy.zeros(3)):
+    # a batch of keys gave JAX's "split accepts a single key" (one simulation takes one key)
+    for bad in (None, 3, jax.numpy.zeros(3), jax.random.split(key, 3), jnp.zeros((3, 2), "uint32")):
         with pytest.raises(TypeError, match=r"^key must be a JAX PRNG key"):
             simulate_error_exponent(P, Q, (1,), key=bad)
