@@ -260,8 +260,13 @@ def simulate_error_exponent(
         raise TypeError(f"Ms must be a non-empty sequence of Python ints, got {Ms!r}")
     if min(ms) < 1:
         raise ValueError(f"Ms must be >= 1, got {min(ms)}")
-    if isinstance(n_samples, bool) or not isinstance(n_samples, int) or n_samples < 2:
+    if (
+        isinstance(n_samples, bool)
+        or not isinstance(n_samples, (int, np.integer))  # (a numpy int too, as in Ms)
+        or n_samples < 2
+    ):
         raise ValueError(f"n_samples must be an int >= 2, got {n_samples!r}")
+    n_samples = int(n_samples)
     try:  # (a concrete 0-d array too; a string, None, a list or a complex named nothing)
         if isinstance(confidence, str | bytes):
             raise TypeError

@@ -211,7 +211,8 @@ def test_float32(sim):
 
 def test_reproducible(sim):
     P, Q = _batch()
-    again = simulate_error_exponent(P, Q, MS, key=jax.random.key(0), n_samples=N_SAMPLES)
+    # (n_samples as a numpy integer, as Ms takes: was refused, "must be an int >= 2")
+    again = simulate_error_exponent(P, Q, MS, key=jax.random.key(0), n_samples=np.int64(N_SAMPLES))
     np.testing.assert_array_equal(again.log_error_prob, sim.log_error_prob)
     np.testing.assert_array_equal(again.relative_se, sim.relative_se)
 
