@@ -1,17 +1,19 @@
 r"""Exact best membership-inference advantage under composition (paper Section VI).
 
 The best advantage of a membership-inference adversary who sees the outputs of a mechanism
-run on one of two neighbouring inputs is (paper eqs. (36)-(38))
+run on one of two neighbouring inputs is (paper eqs. (36)-(37))
 
 .. math::
 
    \mathrm{Adv} = \max_{\text{tests}} (\mathrm{TPR} - \mathrm{FPR})
    = \mathrm{TV}(P, Q) = \sup_A \big(P(A) - Q(A)\big),
 
-attained by the likelihood-ratio test :math:`A = \{p > q\}`. Under ``n``-fold composition
-the two output distributions are the products :math:`P^n` and :math:`Q^n`. This module gives
-that number exactly for the Laplace, Gaussian, geometric and binary randomized-response
-mechanisms, and sets it beside the paper's bounds (39)-(42).
+attained by the likelihood-ratio test :math:`A = \{p > q\}`. (The paper's eq. (38),
+:math:`1 - 2^{-qC}`, is not this number: with :math:`C` in nats, :math:`1 - e^{-nC}` is only
+a lower bound on the ``n``-fold value; see :func:`jaxdp.paper.eq38`.) Under ``n``-fold
+composition the two output distributions are the products :math:`P^n` and :math:`Q^n`. This
+module gives that number exactly for the Laplace, Gaussian, geometric and binary
+randomized-response mechanisms, and sets it beside the paper's bounds (39)-(42).
 """
 
 from __future__ import annotations

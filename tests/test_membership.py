@@ -541,6 +541,15 @@ def test_membership_bounds_numbers_paper_figure5():
     assert adv < b.exact < b.chernoff_tight < b.bayes_security < b.chernoff_paper < b.yeom
 
 
+def test_module_docstring_cites_the_advantage_right():
+    # The module docstring cited eqs. (36)-(38) for Adv = TV; (38) is the paper's
+    # 1 - 2^{-qC}, strictly below the exact advantage (jaxdp.paper.eq38: a lower bound).
+    doc = " ".join(mb.__doc__.split())
+    assert "(36)-(38)" not in doc and "(36)-(37)" in doc
+    c = 0.5 - np.log(1.5)  # Chernoff information (nats) of the eps = 1 Laplace pair
+    assert paper.eq38(c * np.log2(np.e), 3) < lap([1.0], 3).value[0]
+
+
 def test_jit_equals_eager_and_float32():
     eps = jnp.linspace(0.01, 2.0, WIDTH)
 
