@@ -30,6 +30,7 @@ import numpy as np
 
 from jaxdp import _special as sp
 from jaxdp._checks import (
+    as_given,
     as_inexact,
     check_broadcast,
     check_integer,
@@ -589,8 +590,11 @@ def best_advantage_geometric(epsilon, n: int = 1, *, sensitivity=1):
         )
     eps, s = as_inexact(epsilon, sensitivity, names=("epsilon", "sensitivity"))
     check_nonnegative("epsilon", eps, finite=False)
-    check_positive("sensitivity", s)
-    check_integer("sensitivity", s)
+    # (the values as given: under an outer jit the converted constant is a tracer, and its
+    # checks were skipped: 1.5 gave a number, 0 gave 0)
+    s_vals = as_given(sensitivity, s)
+    check_positive("sensitivity", s_vals)
+    check_integer("sensitivity", s_vals)
     shape = check_broadcast("epsilon, sensitivity", eps.shape, s.shape)
     # (numpy: under an outer jit, jnp would make even a constant sensitivity a tracer)
     dmax = geometric_plan(n, np.broadcast_to(np.asarray(sensitivity), shape), eps.dtype)

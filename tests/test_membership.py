@@ -484,6 +484,12 @@ def test_geometric_edges_float32_jit_and_validation():
         mb.best_advantage_geometric(1.0, 2, sensitivity=0)
     with pytest.raises(TypeError, match="sensitivity must be concrete"):
         jax.jit(lambda s: mb.best_advantage_geometric(1.0, 2, sensitivity=s))(2.0)
+    # a constant sensitivity under an outer jit is checked too: it became a tracer once
+    # converted and the checks were skipped (1.5 gave 0.36 at eps = 0.5, 0 gave 0, -2 a JAX
+    # error about broadcast_in_dim)
+    for bad, what in ((1.5, "integer"), (0, "positive"), (-2, "positive"), ([2, 0], "positive")):
+        with pytest.raises(ValueError, match=f"^sensitivity must .*{what}"):
+            jax.jit(lambda e, bad=bad: mb.best_advantage_geometric(e, 3, sensitivity=bad))(eps)
     with pytest.raises(ValueError, match="n must be"):
         mb.best_advantage_geometric(1.0, 0, sensitivity=2)
     with pytest.raises(ValueError, match="multiply-adds"):
