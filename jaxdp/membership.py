@@ -35,6 +35,7 @@ from jaxdp._checks import (
     check_broadcast,
     check_integer,
     check_nonnegative,
+    check_normal,
     check_positive,
     check_unit_interval,
     is_concrete,
@@ -395,8 +396,11 @@ def best_advantage_laplace(
     eps = jnp.broadcast_to(eps, check_broadcast("epsilon, sensitivity", eps.shape, s.shape))
     dtype = eps.dtype
     # (and a non-positive or NaN sensitivity, refused when concrete: traced, it gave the
-    # value of |sensitivity|, unlike best_advantage_gaussian's NaN)
-    bad = jnp.isnan(eps) | (eps < 0) | ~(s > 0)
+    # value of |sensitivity|, unlike best_advantage_gaussian's NaN. Only traced: a concrete
+    # one passed the checks, and a positive subnormal one, flushed by XLA, failed `s > 0`)
+    bad = jnp.isnan(eps) | (eps < 0)
+    if not is_concrete(s):
+        bad = bad | ~(s > 0)
     # A priori: Adv_1 = 1 - e^{-eps/2} <= Adv_n <= 1. Above `cap` that interval is shorter
     # than the unit roundoff, so the recursion (whose intermediate numbers grow like e^eps)
     # is run at `cap` and the answer is the interval.
@@ -449,9 +453,11 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
     :math:`1 - \mathrm{erfc}`, which is exact to rounding near 1.
 
     Args:
-        sigma: noise standard deviation (``> 0``), any shape.
+        sigma: noise standard deviation (``> 0``, a normal float: XLA flushes subnormals
+            to 0), any shape.
         n: number of releases (static Python int, ``>= 1``).
-        sensitivity: L2 sensitivity ``s > 0``; broadcasts with ``sigma``.
+        sensitivity: L2 sensitivity ``s > 0`` (a normal float too); broadcasts with
+            ``sigma``.
 
     Returns:
         The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``. Non-positive or
@@ -461,6 +467,9 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
     sig, s = as_inexact(sigma, sensitivity, names=("sigma", "sensitivity"))
     check_positive("sigma", sig)
     check_positive("sensitivity", s)
+    # (XLA flushes subnormals to 0: nan results, or a ratio s/sigma read as 0 or inf)
+    check_normal("sigma", sig)
+    check_normal("sensitivity", s)
     check_broadcast("sigma, sensitivity", sig.shape, s.shape)
     k = math.sqrt(n) / (2.0 * math.sqrt(2.0))
     # Beyond z = 28 the advantage is 1 and its derivative 0 to rounding (e^{-784} is below

@@ -267,6 +267,9 @@ def test_laplace_edges_and_validation():
     a = mb.best_advantage_laplace(0.7, 3, sensitivity=jnp.asarray([0.1, 7.0]))
     assert a.value.shape == (2,)
     np.testing.assert_array_equal(a.value, lap([0.7, 0.7], 3).value)
+    # a positive subnormal sensitivity too: it gave nan (XLA flushes it, so `s > 0` failed)
+    a = mb.best_advantage_laplace(0.7, 3, sensitivity=jnp.asarray([0.1, 1e-310]))
+    np.testing.assert_array_equal(a.value, lap([0.7, 0.7], 3).value)
     with pytest.raises(ValueError, match="epsilon"):
         mb.best_advantage_laplace(-0.1, 2)
     with pytest.raises(ValueError, match="sensitivity"):
@@ -308,6 +311,11 @@ def test_gaussian_matches_mpmath_erf():
     )
     with pytest.raises(ValueError, match="sigma"):
         mb.best_advantage_gaussian(0.0)
+    # subnormal arguments, which XLA flushes to 0, gave nan silently (as mechanisms.gaussian)
+    with pytest.raises(ValueError, match="^sigma must be at least"):
+        mb.best_advantage_gaussian(1e-310)
+    with pytest.raises(ValueError, match="^sensitivity must be at least"):
+        mb.best_advantage_gaussian(1.0, sensitivity=1e-310)
 
 
 def test_gaussian_gradient_at_tiny_sigma():
