@@ -10,6 +10,7 @@ outputs with Bernstein polynomials and Gauss-Legendre quadrature.
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -217,6 +218,13 @@ def test_laplace_gradient():
     grad = jax.jit(jax.vmap(jax.grad(lambda e: mb.best_advantage_laplace(e, 2).value)))
     eps = jnp.linspace(1e-3, 6.0, WIDTH)
     np.testing.assert_allclose(grad(eps), (1 + eps) * jnp.exp(-eps) / 2, rtol=1e-12)
+    # the slope is 0 beyond eps = 2 log(1/u) + 2 = 75.5 (docstring); the README said ~77
+    eps = jnp.asarray([1.0, 40.0, 75.0, 75.4, 75.6, 76.0, 77.0, 78.0])
+    want = np.where(eps < 75.5, (1 + eps) * jnp.exp(-eps) / 2, 0.0)
+    np.testing.assert_allclose(grad(eps), want, rtol=1e-12, atol=0)
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if readme.exists():
+        assert "0 beyond eps = 75.5 (float64" in " ".join(readme.read_text().split())
 
 
 def test_laplace_float32():
