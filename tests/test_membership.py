@@ -320,9 +320,9 @@ def test_gaussian_matches_mpmath_erf():
     with pytest.raises(ValueError, match="sigma"):
         mb.best_advantage_gaussian(0.0)
     # subnormal arguments, which XLA flushes to 0, gave nan silently (as mechanisms.gaussian)
-    with pytest.raises(ValueError, match="^sigma must be at least"):
+    with pytest.raises(ValueError, match=r"^sigma must be at least"):
         mb.best_advantage_gaussian(1e-310)
-    with pytest.raises(ValueError, match="^sensitivity must be at least"):
+    with pytest.raises(ValueError, match=r"^sensitivity must be at least"):
         mb.best_advantage_gaussian(1.0, sensitivity=1e-310)
 
 
