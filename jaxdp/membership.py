@@ -662,6 +662,13 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
     # (finite stand-in: those results are set below; its derivative kept, for the mask's nan
     # to reach the gradient where bad)
     e = sp.stand_in(bad | inf, eps, 1.0)
+    # Below sqrt(tiny) (1.5e-154 in float64) Adv_n = c_n eps (1 + O(eps)), while the
+    # convolution's products there went subnormal and were flushed (n = 4, Delta = 6: 0 at
+    # eps = 1e-307): run it at sqrt(tiny) and scale (the slope there is c_n too)
+    small = math.sqrt(float(jnp.finfo(dtype).tiny))
+    linear = e < small
+    scale = jnp.where(linear, e / small, 1.0)
+    e = jnp.where(linear, small, e)
     t = e / delta
     r = jnp.exp(-t)
     j = jnp.arange(dmax + 1, dtype=dtype)
@@ -697,7 +704,7 @@ def _geometric_tv(eps, delta, n: int, dmax: int):
     # under P, so P(S_n = n Delta - s) = P(S_n = s) e^{-t(n Delta - 2s)} and
     # 1 - TV = 2 sum_{2s < n Delta} P(S_n = s) e^{-t(n Delta - 2s)} + P(S_n = n Delta / 2).
     rest = jnp.sum(jnp.where(valid, 2.0 * mass * jnp.exp(-tm), jnp.where(m == 0, mass, 0.0)), -1)
-    value = jnp.where(rest < 0.5, 1.0 - rest, value)
+    value = jnp.where(rest < 0.5, 1.0 - rest, value) * scale
     return jnp.where(inf, 1.0, value) * jnp.where(bad, jnp.nan, 1.0)  # (nan derivative too)
 
 

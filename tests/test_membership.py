@@ -397,6 +397,17 @@ def test_geometric_matches_mpmath_from_the_pmfs(n, s):
         assert rel(v, mp_refs.dl_n_fold_tv(float(e), n, s)) <= n * (s + 1) * 2.0**-53, (e, v)
 
 
+@pytest.mark.parametrize(("n", "s"), [(5, 3), (4, 6)])
+def test_geometric_at_tiny_epsilon(n, s):
+    # Adv_n = c_n eps (1 + O(eps)), c_n = E[(n - 2 Bin(n, 1/2))_+] (each Z is 0 or s with
+    # probability ~1/2). The convolution's products went subnormal and were flushed: n = 4,
+    # s = 6 gave 0 at eps = 1e-307, n = 5, s = 3 was 17% low there.
+    c = sum(mp.binomial(n, k) * max(n - 2 * k, 0) for k in range(n + 1)) / mp.mpf(2) ** n
+    eps = np.array([1e-200, 1e-300, 1e-305, 1e-306, 1e-307, 5e-308, 3e-308])  # (GEO_EPS's size)
+    for e, v in zip(eps, geo(eps, n, s), strict=True):
+        assert rel(v, c * mp.mpf(e)) <= n * (s + 1) * 2.0**-53, (e, v)
+
+
 @pytest.mark.parametrize(("n", "s"), [(2, 2), (2, 3), (3, 2)])
 def test_geometric_matches_enumeration_of_the_product_lattice(n, s):
     # sum over the n-fold product of (p - q)_+, in float64: every outcome within 46/t of the
