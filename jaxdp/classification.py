@@ -317,6 +317,9 @@ def simulate_error_exponent(
     rse = jnp.sqrt(var / n) / mean
     m_arr = jnp.asarray(ms, dtype)
     log_pe = math.log(0.5) + m_arr * log_ca[..., None] + jnp.log(mean)
+    # a traced alpha outside (0, 1) gives nan everywhere (log C_alpha is nan there); the
+    # samples' spread alone was a finite number of no experiment
+    rse = jnp.where(jnp.isnan(log_pe), jnp.nan, rse)
     z = statistics.NormalDist().inv_cdf(0.5 + level / 2.0)
     log_lo, log_hi = log_pe - z * rse, log_pe + z * rse
     return ErrorExponentEstimate(

@@ -243,3 +243,17 @@ def test_validation():
     for bad in (None, 3, jax.numpy.zeros(3), jax.random.split(key, 3), jnp.zeros((3, 2), "uint32")):
         with pytest.raises(TypeError, match=r"^key must be a JAX PRNG key"):
             simulate_error_exponent(P, Q, (1,), key=bad)
+
+
+def test_traced_alpha_outside_the_interval_is_nan_in_every_field():
+    # under jit alpha cannot be checked: every field is nan (relative_se was finite)
+    P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 1.0)
+
+    @jax.jit
+    def run(a):
+        return simulate_error_exponent(P, Q, (1, 2), key=jax.random.key(0), n_samples=8, alpha=a)
+
+    r = run(jnp.asarray([1.5, -0.5, jnp.nan, 0.5]))  # one compile
+    for name in ("error_prob", "ci_low", "ci_high", "exponent", "relative_se", "information"):
+        field = np.asarray(getattr(r, name))
+        assert np.all(np.isnan(field[:3])) and np.all(np.isfinite(field[3])), name
