@@ -88,7 +88,11 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
 * ``budget == 0`` gives the no-release limit: scale ``+inf`` (Laplace, Gaussian) or
   :math:`\varepsilon = 0` (geometric, randomized response), with ``achieved = 0``; so do
   subnormal budgets (below ~2.2e-308 in float64, 1.2e-38 in float32), which XLA:CPU
-  flushes to zero.
+  flushes to zero. The derivative in ``budget`` there is the one-sided limit as
+  :math:`c \to 0^+`: :math:`-\infty` for a scale, :math:`+\infty` for :math:`\varepsilon`
+  (Chernoff information, KL), :math:`1/K_n` for the TV of ``n`` geometric or randomized
+  responses (:math:`K_n = E|S_n|/2`, :math:`S_n` a simple random walk), ``nan`` for a
+  callable's :math:`p = 0`; in ``sensitivity`` and of second order it is 0.
 * Chernoff information and KL are unbounded for all four built-in families (they tend to
   :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
   ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
@@ -480,8 +484,8 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     return result, jnp.where(converged & active, slope, jnp.nan).astype(dtype)
 
 
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
-def _implicit(spec, metric, n, budget, s, p, achieved, slope):
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2, 3))
+def _implicit(spec, metric, n, limits, budget, s, p, achieved, slope):
     r"""Identity on ``(p, achieved)``; its JVP is the implicit function theorem.
 
     ``slope`` is :math:`\partial m/\partial \log p` at ``p``, from the solver's last
@@ -491,6 +495,10 @@ def _implicit(spec, metric, n, budget, s, p, achieved, slope):
     slope through :func:`_slope`), so that second derivatives are the derivatives of the
     first: a rule reading the solver's ``p`` and ``slope`` as constants gave
     :math:`d^2\sigma/dc^2 = 0` for the Gaussian (exact: :math:`\tfrac34 8^{-1/2} c^{-5/2}`).
+
+    ``limits``: give budget 0 its one-sided :math:`dp/dc` (:func:`_limit_slope`, often
+    infinite). Off in the rule's own call: its masked uses of ``p`` send zero cotangents,
+    which an infinite slope turned into ``nan`` second derivatives at budget 0 (they are 0).
     """
     return p, achieved
 
@@ -525,12 +533,12 @@ def _slope_jvp(spec, metric, n, primals, tangents):
 _slope.defjvp(_slope_jvp, symbolic_zeros=True)
 
 
-def _implicit_jvp(spec, metric, n, primals, tangents):
+def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     budget, s, p, achieved, slope = primals
     db, ds = tangents[0], tangents[1]
     zero = jax.custom_derivatives.SymbolicZero
     db = jnp.zeros_like(budget) if isinstance(db, zero) else db
-    p, achieved = _implicit(spec, metric, n, budget, s, p, achieved, slope)
+    p, achieved = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
     ok = jnp.isfinite(slope) & (slope != 0)
     x = jnp.log(jnp.where(ok, p, 1.0))
     if isinstance(ds, zero):
@@ -540,8 +548,50 @@ def _implicit_jvp(spec, metric, n, primals, tangents):
     safe = _slope(spec, metric, n, x, s, jnp.where(ok, slope, 1.0))
     dx = jnp.where(ok, (db - dm_s) / safe, 0.0)
     dp = jnp.where(ok, p, 0.0) * dx
-    d_achieved = jnp.where(ok, db, 0.0)
+    # Budget 0 (the no-release limit, subnormals too) has no slope from the solver: dp/dc
+    # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf
+    # for every s there, and an epsilon 0.)
+    no_release = (budget == 0) | _unflushed(budget)[0]
+    if limits:
+        dp = dp + jnp.where(no_release, _limit_slope(spec, metric, n, p), 0.0) * db
+    d_achieved = jnp.where(ok | no_release, db, 0.0)  # (achieved = budget = 0 there)
     return (p, achieved), (dp, d_achieved)
+
+
+def _limit_slope(spec, metric, n, p):
+    r""":math:`dp/dc` as the budget :math:`c \to 0^+`, at the limit ``p`` (inf or 0).
+
+    A scale (``p = inf``) falls from infinity: :math:`-\infty` (:math:`p \propto c^{-1/2}`
+    for Chernoff information and KL, :math:`c^{-1}` for TV; callables too). An
+    :math:`\varepsilon` (``p = 0``) of the geometric mechanism or randomized response:
+    Chernoff information and KL are :math:`\propto \varepsilon^2`, so :math:`+\infty`; the
+    TV of ``n`` releases is :math:`K_n \varepsilon + O(\varepsilon^2)`, :math:`K_n =
+    E|S_n|/2` (:math:`S_n` a simple random walk: each release's privacy loss is
+    :math:`\pm\varepsilon` with probability 1/2 as :math:`\varepsilon \to 0`, whatever the
+    sensitivity), so :math:`1/K_n`. A callable whose parameter is 0 there: ``nan`` (the
+    order at which its metric vanishes is not evaluated).
+    """
+    if spec.direction == 0:
+        at_zero = jnp.nan
+    elif metric == "tv":
+        at_zero = 1.0 / _tv_zero_slope(n)
+    else:
+        at_zero = jnp.inf
+    slope = jnp.where(p == jnp.inf, -jnp.inf, jnp.where(p == 0, at_zero, jnp.nan))
+    return slope.astype(p.dtype)
+
+
+def _tv_zero_slope(n: int) -> float:
+    r""":math:`K_n = E|S_n|/2 = n\binom{n-1}{\lfloor (n-1)/2\rfloor} 2^{-n}`, the slope of the
+    TV of ``n`` releases at :math:`\varepsilon = 0` (1/2, 1/2, 3/4, 3/4, ... ;
+    :math:`\sim\sqrt{n/2\pi}`)."""
+    m = (n - 1) // 2
+    if m <= 1000:
+        return n * math.comb(n - 1, m) / 2**n  # (exact integers, one rounding)
+    # E|S_n| = E|S_{2m+1}| = (2m+1) binom(2m, m) 4^-m, binom(2m, m) 4^-m = Gamma(m + 1/2) /
+    # (sqrt(pi) Gamma(m + 1)): its asymptotic series (next term ~ 1.5e-3 m^-5)
+    series = 1 - 1 / (8 * m) + 1 / (128 * m**2) + 5 / (1024 * m**3) - 21 / (32768 * m**4)
+    return 0.5 * (2 * m + 1) * series / math.sqrt(math.pi * m)
 
 
 _implicit.defjvp(_implicit_jvp, symbolic_zeros=True)
@@ -553,7 +603,7 @@ def _calibrate_jit(spec, metric, n, max_steps, budget, s):
     budget = jnp.broadcast_to(budget, shape)
     s = jnp.broadcast_to(s, shape)
     res, slope = _solve(spec, metric, n, max_steps, lax.stop_gradient(budget), lax.stop_gradient(s))
-    p, achieved = _implicit(spec, metric, n, budget, s, res.parameter, res.achieved, slope)
+    p, achieved = _implicit(spec, metric, n, True, budget, s, res.parameter, res.achieved, slope)
     # Traced, the eager checks are skipped: an invalid budget or sensitivity gives nan, also
     # in the derivatives (a mask, not a where: the implicit-function rule gave them as 0). A
     # bad sensitivity gave plausible numbers (-1: scale inf at budget 0 with converged=True;

@@ -350,14 +350,44 @@ def test_empty_batch():
     assert all(np.asarray(v).shape == (0, 2) for v in r)
 
 
+# (c, dc) -> (sigma, d sigma), compiled once for three budgets
+_GAUSSIAN_JVP = jax.jit(
+    lambda c, dc: jax.jvp(lambda c: calibrate("gaussian", c).parameter, (c,), (dc,))
+)
+
+
 def test_traced_bad_budget_has_nan_derivatives():
     # under jit a negative or NaN budget gives a nan parameter, but its derivative was 0
     # (the implicit-function rule masked it out with a where), as plausible as a real one
     c = jnp.asarray([-0.1, jnp.nan, 0.5])
-    jvp = jax.jit(lambda c: jax.jvp(lambda c: calibrate("gaussian", c).parameter, (c,), (c,)))
-    p, dp = (np.asarray(v) for v in jvp(c))
+    p, dp = (np.asarray(v) for v in _GAUSSIAN_JVP(c, c))
     assert np.all(np.isnan(p[:2])) and np.all(np.isnan(dp[:2]))
     np.testing.assert_allclose(dp[2], -p[2] / 2, rtol=1e-12)  # sigma ~ c^(-1/2): c dp/dc
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "metric", "n", "slope"),
+    [
+        ("randomized_response", "chernoff", 1, np.inf),  # C ~ eps^2 / 8
+        ("randomized_response", "tv", 3, 4 / 3),  # TV ~ K_3 eps, K_3 = E|S_3| / 2 = 3/4
+    ],
+)
+def test_derivative_at_budget_zero_is_the_one_sided_limit(mechanism, metric, n, slope):
+    # d parameter / d budget at budget 0 (and subnormal budgets, the same limit) was 0; it is
+    # the limit as c -> 0+. d achieved / d budget was 0 there too (achieved = budget).
+    def f(c):
+        r = calibrate(mechanism, c, metric=metric, compositions=n)
+        return r.parameter, r.achieved
+
+    dp, da = jax.vmap(jax.jacfwd(f))(jnp.asarray([0.0, 5e-324, 1e-12]))
+    np.testing.assert_array_equal(np.asarray(dp)[:2], slope)
+    np.testing.assert_array_equal(np.asarray(da), 1.0)
+    if np.isfinite(slope):  # the slope just above 0
+        np.testing.assert_allclose(np.asarray(dp)[2], slope, rtol=1e-10)
+    if mechanism == "randomized_response" and metric == "chernoff":
+        # a scale falls from inf: sigma = (8c)^(-1/2), so -inf (the compiled jvp above)
+        _, dp = _GAUSSIAN_JVP(jnp.asarray([0.0, 5e-324, 0.5]), jnp.ones(3))
+        np.testing.assert_array_equal(np.asarray(dp)[:2], -np.inf)
 
 
 @pytest.mark.parametrize(
