@@ -556,6 +556,20 @@ def test_randomized_response_at_huge_epsilon(dtype, epsilons, k):
     assert _rel(sp.amgm_gap(jnp.asarray(a), jnp.asarray(l)), g).max() < 1e-15
 
 
+def test_kl_slope_of_randomized_response_at_infinite_epsilon():
+    # KL of k-ary randomized response = eps (e^eps - 1)/(e^eps + k - 1): its slope tends to
+    # 1 as eps -> inf (exactly 1 in float64 from eps ~40). At eps = inf (disjoint rows) it
+    # was 0, forward and reverse; n-fold products add.
+    def f(e):
+        P, Q = jd.mechanisms.randomized_response(e, 3)
+        return jnp.stack([jd.kl(P, Q), jd.kl(jd.Product.iid(P, 2), jd.Product.iid(Q, 2))])
+
+    slopes = jax.jit(lambda e: (jax.vmap(jax.jacrev(f))(e), jax.jacfwd(f)(e[0])))
+    rev, fwd = slopes(jnp.asarray([np.inf, 50.0]))  # (one compilation)
+    np.testing.assert_array_equal(np.asarray(rev), [[1.0, 2.0]] * 2)
+    np.testing.assert_array_equal(np.asarray(fwd), [1.0, 2.0])
+
+
 def test_amgm_deficit_outside_the_unit_interval_vs_mpmath():
     # G(a, l) = a e^l + 1 - a - e^{al} for Renyi orders above 1 (and a = 1 - order < 0, the
     # mirrored points): a expm1(l) - expm1(a l) cancelled as a -> 1+ (2e-4 relative at

@@ -16,6 +16,7 @@ elsewhere), a sum of non-negative weighted AM-GM deficits, so a Chernoff informa
 
 from __future__ import annotations
 
+import jax
 import jax.numpy as jnp
 from jax import lax
 from jax.scipy.special import logsumexp
@@ -149,8 +150,32 @@ def _deficit_any_order(a_, lp, lq, weights=None):
 
 def kl(P, Q):
     r""":math:`\sum_k p_k \varphi(-\ell_k)`, :math:`\ell = \log p/q` (equal to
-    :math:`\sum p\log(p/q)` because both sum to 1; non-negative terms)."""
-    return _sum(kl_terms(P.log_probs, Q.log_probs))
+    :math:`\sum p\log(p/q)` because both sum to 1; non-negative terms).
+
+    A point with :math:`p_k > 0 = q_k` makes it ``inf``, with the derivative
+    :math:`-p_k\,d\log q_k` (:func:`_inf_at_rate`): the rate at which :math:`p_k\log(p_k/q_k)`
+    grows as :math:`q_k` vanishes (randomized response at :math:`\varepsilon = \infty`:
+    :math:`d\,\varepsilon\tanh(\varepsilon/2)/d\varepsilon \to 1`; it was 0). A
+    :math:`q_k = 0` that does not move keeps the derivative 0 (``inf`` all around).
+    """
+    lp, lq = P.log_probs, Q.log_probs
+    terms = kl_terms(lp, lq)
+    only_p = (lp > -jnp.inf) & (lq == -jnp.inf)
+    return _sum(jnp.where(only_p, _inf_at_rate(jnp.exp(lp), lq), terms))
+
+
+@jax.custom_jvp
+def _inf_at_rate(p, lq):
+    """``+inf`` (shaped like ``p``), whose tangent is ``-p dlq``: linear in the tangent of
+    ``lq`` (reverse mode too), none from ``p`` (its term ``dp log(p/q)`` is infinite, or 0
+    where ``p`` does not move: randomized response)."""
+    return jnp.full_like(p, jnp.inf)
+
+
+@_inf_at_rate.defjvp
+def _inf_at_rate_jvp(primals, tangents):
+    p, lq = primals
+    return _inf_at_rate(p, lq), -p * tangents[1]
 
 
 def kl_terms(lp, lq, *, normalized=True):
