@@ -675,3 +675,8 @@ def test_gradients_where_the_advantage_is_within_an_ulp_of_one():
             want = _mp_slope(ref, x)
             assert abs(float(grad(x)) - want) < 1e-12 * want, x
         assert float(grad(float("inf"))) == 0.0
+    # the delta-slope 1 - tanh(eps/2) = 2/(1 + e^eps) cancelled to 0 from eps ~37
+    grad = jax.grad(cv.max_tv_eps_delta_dp, argnums=1)
+    for x in (20.0, 40.0, 100.0):
+        want = float(2 / (1 + mp.exp(x)))
+        assert abs(float(grad(x, 0.1)) - want) < 1e-12 * want, x
