@@ -570,6 +570,18 @@ def test_kl_slope_of_randomized_response_at_infinite_epsilon():
     np.testing.assert_array_equal(np.asarray(fwd), [1.0, 2.0])
 
 
+def test_forward_derivatives_of_disjoint_categoricals_are_zero():
+    # disjoint supports: C_a = 0 for every parameter nearby, so the coefficient, Hellinger
+    # distance, Chernoff information and log C_a are constant (inf, 1, inf, -inf). Forward
+    # mode gave nan (log of the empty sum: tangent 0/0); reverse mode gave 0.
+    def f(t):
+        P = jd.Categorical.from_log_probs(jnp.stack([0.0 * t, -jnp.inf, jnp.log(t)]) - jnp.log1p(t))
+        Q = jd.Categorical.from_log_probs(jnp.asarray([-jnp.inf, 0.0, -jnp.inf]))
+        return jnp.stack([jd.hellinger(P, Q), jd.log_bc(P, Q, 0.3)])
+
+    np.testing.assert_array_equal(np.asarray(jax.jit(jax.jacfwd(f))(0.5)), 0.0)
+
+
 def test_amgm_deficit_outside_the_unit_interval_vs_mpmath():
     # G(a, l) = a e^l + 1 - a - e^{al} for Renyi orders above 1 (and a = 1 - order < 0, the
     # mirrored points): a expm1(l) - expm1(a l) cancelled as a -> 1+ (2e-4 relative at

@@ -19,7 +19,6 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 from jax import lax
-from jax.scipy.special import logsumexp
 
 from jaxdp import _fastmath as fm
 from jaxdp import _special as sp
@@ -56,13 +55,16 @@ def _all(x):
 
 
 def _logsumexp(x):
-    """``jax.scipy.special.logsumexp`` over the last axis, its steps spelled out for two
-    categories (see :func:`_sum`)."""
-    if x.shape[-1] != 2:
-        return logsumexp(x, axis=-1)
+    """``jax.scipy.special.logsumexp`` over the last axis, its steps spelled out (for two
+    categories see :func:`_sum`). An empty sum (every term ``-inf``: disjoint supports) is
+    ``-inf`` with derivative 0; ``log`` of it had the tangent 0/0, so forward-mode derivatives
+    of the Bhattacharyya coefficient, Hellinger distance, Chernoff information and ``log_bc``
+    of such pairs were ``nan`` (reverse mode: 0)."""
     m = _max(x)
     m = lax.stop_gradient(jnp.where(jnp.isfinite(m), m, 0.0))
-    return jnp.log(_sum(jnp.exp(x - m))) + m[..., 0]
+    s = _sum(jnp.exp(x - m))
+    some = s > 0
+    return jnp.where(some, jnp.log(jnp.where(some, s, 1.0)), -jnp.inf) + m[..., 0]
 
 
 def deficit_sum(a, lp, lq, *, weights=None, axis=-1):
