@@ -92,7 +92,10 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
   :math:`c \to 0^+`: :math:`-\infty` for a scale, :math:`+\infty` for :math:`\varepsilon`
   (Chernoff information, KL), :math:`1/K_n` for the TV of ``n`` geometric or randomized
   responses (:math:`K_n = E|S_n|/2`, :math:`S_n` a simple random walk), ``nan`` for a
-  callable's :math:`p = 0`; in ``sensitivity`` and of second order it is 0.
+  callable's :math:`p = 0`; in ``sensitivity`` and of second order it is 0. As with
+  ``jnp.sqrt`` at 0, a forward-mode Jacobian (``jax.jacfwd``) of a batch holding a zero
+  budget is ``nan`` off the diagonal in that row (a zero tangent times an infinite slope);
+  ``jax.grad`` of a sum is not affected.
 * Chernoff information and KL are unbounded for all four built-in families (they tend to
   :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
   ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
