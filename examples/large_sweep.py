@@ -72,8 +72,11 @@ def main(argv: list[str] | None = None) -> SweepSummary:
     spec = spec_for(args.points)
     spec["dtype"] = "float32" if args.float32 else "float64"
     out_dir = args.out or os.path.join(tempfile.mkdtemp(prefix="jaxdp-sweep-"), "sweep")
-    run = sweep(spec, out_dir, chunk_size=args.chunk_size)
-    res = load_sweep(out_dir)
+    try:
+        run = sweep(spec, out_dir, chunk_size=args.chunk_size)
+        res = load_sweep(out_dir)
+    except (ValueError, OSError) as e:  # an --out holding another sweep, a file, no space...
+        parser.error(str(e))  # (one line, exit 2, as jaxdp sweep does; was a traceback)
     v = res.values
     with np.errstate(divide="ignore", invalid="ignore"):
         ratio35 = v["eq35"] / v["chernoff"]

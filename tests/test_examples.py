@@ -149,3 +149,15 @@ def test_bad_arguments_are_refused_in_one_line(name, argv, capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert f"error: argument {argv[0]}: must be " in captured.err.strip().splitlines()[-1]
+
+
+def test_large_sweep_refuses_an_unusable_out_in_one_line(tmp_path, capsys):
+    # (an --out holding something else, or another spec's sweep, was a ValueError traceback)
+    (tmp_path / "sw").mkdir()
+    (tmp_path / "sw" / "notes.txt").write_text("mine")
+    with pytest.raises(SystemExit) as e:
+        _load("large_sweep").main(["--points", "20", "--out", str(tmp_path / "sw")])
+    assert e.value.code == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "holds no jaxdp sweep" in captured.err.strip().splitlines()[-1]
