@@ -49,6 +49,9 @@ def default_compile_cache_dir() -> str:
     says, not an absolute path), where ``<host>`` hashes the jax/jaxlib versions and the
     CPU's instruction sets.
 
+    Returns:
+      The directory, an absolute path (not created here).
+
     Raises:
       ValueError: there is no home directory (``$HOME`` unset and the user has no passwd
         entry, as for an arbitrary uid in a container) and ``$XDG_CACHE_HOME`` is not set.

@@ -192,7 +192,12 @@ class Laplace(_LocScale):
 
 
 class Gaussian(_LocScale):
-    r"""Gaussian distribution :math:`\mathcal N(\mu, \sigma^2)`; ``scale`` is :math:`\sigma`."""
+    r"""Gaussian distribution :math:`\mathcal N(\mu, \sigma^2)`; ``scale`` is :math:`\sigma`.
+
+    Args:
+      loc: mean :math:`\mu` (finite), any shape (a batch).
+      scale: standard deviation :math:`\sigma > 0`, broadcastable with ``loc``.
+    """
 
     lower: ClassVar[float] = -math.inf
     upper: ClassVar[float] = math.inf
@@ -210,6 +215,10 @@ class DiscreteLaplace(_LocScale):
     with integer ``loc`` :math:`\mu` and ``scale`` :math:`b > 0`. The geometric mechanism with
     privacy parameter :math:`\varepsilon` uses :math:`b = \Delta/\varepsilon`. ``loc`` is stored
     as a float array holding integer values (so batches share one dtype).
+
+    Args:
+      loc: location :math:`\mu`, integer-valued (ints or floats), any shape (a batch).
+      scale: scale :math:`b > 0`, broadcastable with ``loc``.
     """
 
     support_kind = "integers"
@@ -258,6 +267,9 @@ class Categorical(Distribution):
     along the last axis (to within ``1e-12 * max(1, sqrt(k))`` in float64, ``1e-5 *
     max(1, sqrt(k))`` in float32, for ``k`` categories: the rounding of a sum of ``k``
     terms); they are not renormalised silently.
+
+    Args:
+      probs: probabilities, shape ``batch_shape + (k,)`` for ``k >= 1`` categories.
     """
 
     _data_fields = ("log_probs",)
@@ -575,6 +587,9 @@ class Product(Distribution):
     ``Product.iid(P, n)`` is the ``n``-fold product of ``P`` (stored once, with a count).
     For pairs of products with matching structure, :math:`\log C_\alpha` is the (count-weighted)
     sum of the components' (DESIGN §4: additivity over products).
+
+    Args:
+      *components: at least one jaxdp distribution; their batch shapes broadcast.
     """
 
     _data_fields = ("components",)

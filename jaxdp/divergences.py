@@ -35,6 +35,15 @@ def kl(P: Distribution, Q: Distribution) -> jnp.ndarray:
     Closed forms for Laplace (eq. (34)), Gaussian, DiscreteLaplace, Categorical; additive
     over :class:`~jaxdp.Product` (Corollary 1.1); quadrature otherwise. Evaluated as a sum
     of non-negative terms, so tiny divergences keep relative accuracy.
+
+    Args:
+      P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
+        family, or products (:class:`~jaxdp.Product`) of matching structure; their batch
+        shapes broadcast (``TypeError`` / ``ValueError`` otherwise).
+
+    Returns:
+      :math:`D(P\|Q) \ge 0` in nats, shaped by the broadcast batch shape; ``+inf`` where
+      :math:`P \not\ll Q` or the integral diverges.
     """
     check_pair(P, Q)
     return _kl_checked(P, Q)
@@ -69,6 +78,16 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     second derivatives in ``order`` lose digits to cancellation, ~1e-16
     :math:`\log C_\lambda/(\lambda - 1)^3` (2e-4 relative at :math:`1 - 10^{-6}`).
     Under ``jit`` an ``order`` that is not positive gives ``nan``.
+
+    Args:
+      P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
+        family, or products (:class:`~jaxdp.Product`) of matching structure; their batch
+        shapes broadcast (``TypeError`` / ``ValueError`` otherwise).
+      order: :math:`\lambda`, positive and finite (array; broadcasts with the batch).
+
+    Returns:
+      :math:`D_\lambda(P\|Q) \ge 0` in nats, shaped by the broadcast batch shape of ``P``,
+      ``Q`` and ``order``; ``+inf`` where the integral diverges.
     """
     # KL only where some order is 1: its gradient may overflow (e.g. d/db2 of b1/b2 for a
     # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
@@ -136,7 +155,17 @@ def _zero_with_slope_jvp(primals, tangents):
 
 
 def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
-    r"""Bhattacharyya distance :math:`-\log C_{1/2}(P,Q)` (Chernoff's objective at 1/2)."""
+    r"""Bhattacharyya distance :math:`-\log C_{1/2}(P,Q)` (Chernoff's objective at 1/2).
+
+    Args:
+      P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
+        family, or products (:class:`~jaxdp.Product`) of matching structure; their batch
+        shapes broadcast (``TypeError`` / ``ValueError`` otherwise).
+
+    Returns:
+      The distance (``>= 0``) in nats, shaped by the broadcast batch shape; ``+inf`` for
+      disjoint supports.
+    """
     check_pair(P, Q)
     return -_half(P, Q)
 
@@ -149,7 +178,17 @@ def _half(P, Q):
 
 def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:
     r"""Hellinger distance :math:`H = \sqrt{1 - C_{1/2}}` (so :math:`H^2 = \tfrac12\int
-    (\sqrt p - \sqrt q)^2`), in :math:`[0, 1]`."""
+    (\sqrt p - \sqrt q)^2`), in :math:`[0, 1]`.
+
+    Args:
+      P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
+        family, or products (:class:`~jaxdp.Product`) of matching structure; their batch
+        shapes broadcast (``TypeError`` / ``ValueError`` otherwise).
+
+    Returns:
+      :math:`H \in [0, 1]` (unitless), shaped by the broadcast batch shape; 1 for disjoint
+      supports.
+    """
     check_pair(P, Q)
     # (at P == Q, where H is not differentiable, its derivative is 0, not sqrt'(0) * 0 = nan)
     return sp.sqrt_weight(-jnp.expm1(_half(P, Q)))
@@ -164,6 +203,15 @@ def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
     Product with one component of count 1 reduces to that component. For n-fold products
     of the Laplace, Gaussian, geometric and randomized-response mechanisms see
     :mod:`jaxdp.membership`.
+
+    Args:
+      P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
+        family, or products (:class:`~jaxdp.Product`) of matching structure; their batch
+        shapes broadcast (``TypeError`` / ``ValueError`` otherwise).
+
+    Returns:
+      The total variation in :math:`[0, 1]` (unitless), shaped by the broadcast batch shape;
+      1 for disjoint supports.
     """
     check_pair(P, Q)
     return _tv_jit(P, Q)

@@ -49,3 +49,40 @@ def test_readme_sections_cited_by_docstrings_exist():
             if item:
                 assert item in text, (name, item)
     assert [c for c in cited if c[1] not in headings] == []
+
+
+def _section_names(doc, section):
+    """The names a Google-style ``section`` documents (``a:``, ``a, b:``, ``*a:``), or None."""
+    lines = doc.splitlines()
+    heads = [i for i, line in enumerate(lines) if line.strip() == f"{section}:"]
+    if not heads:
+        return None
+    names, indent = [], None
+    for line in lines[heads[0] + 1 :]:
+        if not line.strip():
+            continue
+        here = len(line) - len(line.lstrip())
+        indent = here if indent is None else indent
+        if here < indent:
+            break
+        m = re.match(r"\s*(\**\w+(?:, \**\w+)*):", line)
+        if here == indent and m:
+            names += [n.lstrip("*") for n in m.group(1).split(", ")]
+    return names
+
+
+def test_public_names_document_their_arguments_and_results():
+    # (kl, renyi, tv, bhattacharyya, hellinger, Gaussian, ... had no Args or Returns)
+    missing = []
+    for name in jaxdp.__all__:
+        obj = getattr(jaxdp, name)
+        if not (inspect.isfunction(obj) or inspect.isclass(obj)):
+            continue
+        doc = inspect.getdoc(obj) or ""
+        params = list(inspect.signature(obj).parameters)
+        section = "Attributes" if hasattr(obj, "_fields") else "Args"
+        documented = _section_names(doc, section) or []
+        missing += [f"{name}: {section} {p}" for p in params if p not in documented]
+        if inspect.isfunction(obj) and _section_names(doc, "Returns") is None:
+            missing.append(f"{name}: Returns")
+    assert missing == []
