@@ -444,6 +444,16 @@ def test_eq34_has_no_cancellation_for_extreme_theta():
         np.testing.assert_array_equal(limit, np.inf)
 
 
+def test_eq34_second_bracket_does_not_cancel():
+    # e^{-t} - 1 + t was expm1(-t) + t from t = 0.1 on, which cancels ~2/t of its digits:
+    # float32 4e-6 off at theta = 1, t = 0.1 (float64 5.6e-15)
+    t = np.linspace(0.05, 1.5, 30)
+    for dtype, rtol in [(np.float64, 1e-15), (np.float32, 3e-7)]:
+        td = t.astype(dtype).astype(float)  # the exact inputs
+        expected = _mp_grid(m34, td, 1.0, 1.0)
+        assert_close(ev(paper.eq34, td, 1.0, 1.0, dtype=dtype), expected, rtol=rtol, atol=0)
+
+
 def test_eq34_equals_kl_for_extreme_theta():
     for dtype, span in [(np.float64, 300), (np.float32, 37)]:
         th = np.logspace(-span, span, 7).astype(dtype)
