@@ -130,6 +130,29 @@ def test_renyi_diverges_where_the_integral_does():
 
 
 @pytest.mark.parametrize(
+    "dtype, orders, rtol", [(np.float64, [1e17, 1e300], 1e-14), (np.float32, [2.0**26, 1e30], 1e-6)]
+)
+def test_renyi_of_equal_scales_at_orders_where_one_minus_the_order_rounds(
+    dtype, orders, rtol, monkeypatch
+):
+    # The convergence test a/b1 + (1 - a)/b2 > 0 (a b2 + (1 - a) b1, var_a for Gaussians)
+    # cancelled to 0 for equal scales once 1 - a rounded to -a: inf, also for identical
+    # pairs (QA pass). 350 digits: the references' 1 - a needs the order's 300.
+    monkeypatch.setattr(mp_refs, "DPS", 350)
+    o = np.asarray(orders, dtype)
+    for cls, shift, ref in (
+        (jd.Laplace, 1.0, mp_refs.lap_log_bc_cf),
+        (jd.Gaussian, 1e-150 if dtype == np.float64 else 1e-15, mp_refs.gau_log_bc_cf),
+        (jd.DiscreteLaplace, 1.0, mp_refs.dl_log_bc_geometric),
+    ):
+        P = cls(dtype(0.0), dtype(1.0))
+        np.testing.assert_array_equal(jd.renyi(P, P, o), 0.0)
+        Q = cls(dtype(shift), dtype(1.0))
+        want = [float(ref(0, 1, float(Q.loc), 1, float(a)) / (mp.mpf(float(a)) - 1)) for a in o]
+        assert _rel(jd.renyi(P, Q, o), want).max() < rtol, (cls, jd.renyi(P, Q, o), want)
+
+
+@pytest.mark.parametrize(
     "cls, tv_ref",
     [(jd.Laplace, mp_refs.lap_tv), (jd.Gaussian, mp_refs.gau_tv)],
     ids=["laplace", "gaussian"],

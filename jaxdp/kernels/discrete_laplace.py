@@ -94,9 +94,16 @@ def _stable(b1, b2, delta, a):
     return base - shift
 
 
+def _sum_of_rates(b1, b2, a):
+    """``a/b1 + (1 - a)/b2`` as ``1/b2 + a (1/b1 - 1/b2)``: the sum cancelled to 0 for equal
+    scales once ``1 - a`` rounded to ``-a`` (orders from 2^53, float32 2^24: ``inf`` for
+    identical pairs)."""
+    return 1.0 / b2 + a * ((b2 - b1) / b1 / b2)
+
+
 def _direct(b1, b2, delta, a):
     l1, l2 = a / b1, (1.0 - a) / b2
-    s = 0.5 * (l1 + l2)
+    s = 0.5 * _sum_of_rates(b1, b2, a)
     converges = ~(s <= 0)
     ss = jnp.where(converges, s, 1.0)
     left = l1 <= l2
@@ -135,7 +142,9 @@ def log_bc(P, Q, a):
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
     limit = 0.4 * math.log(jnp.finfo(jnp.result_type(b1, b2, a)).max)
-    converges = a / b1 + (1.0 - a) / b2 > 0
+    # 1/b2 + a (1/b1 - 1/b2) > 0: as a/b1 + (1 - a)/b2 it cancelled to 0 for equal scales
+    # once 1 - a rounded to -a (orders from 2^53, float32 2^24: inf for identical pairs)
+    converges = _sum_of_rates(b1, b2, a) > 0
     stable_ok = (a <= 1.0) | (converges & (((a - 1.0) / b2 <= limit) | (delta == 0)))
     # each form at a safe order where the other is used (no nan reaches a gradient)
     stable = _stable(b1, b2, delta, jnp.where(stable_ok, a, 0.5))

@@ -37,6 +37,9 @@ def log_bc(P, Q, a):
     m = jnp.maximum(s1, s2)
     r1, r2, dn = sp.quotient(s1, m), sp.quotient(s2, m), sp.quotient(delta, m)
     var_a = a * r2 * r2 + (1.0 - a) * r1 * r1
+    # above 1 as r2^2 + (a - 1)(r2 - r1)(r2 + r1): the sum above cancelled to 0 for equal
+    # scales once 1 - a rounded to -a (orders from 2^53, float32 2^24: inf for identical pairs)
+    var_a = jnp.where(a <= 1, var_a, r2 * r2 + (a - 1.0) * ((r2 - r1) * (r2 + r1)))
     # only an issue for a > 1; NaN propagates. var_a underflows to 0 at a = 0 (1) for scale
     # ratios ~1e154+ (~1e-154-), ~1e19 in float32, where the numerator below is 0: finite
     converges = ~(var_a <= 0) | (a <= 1)
@@ -44,7 +47,9 @@ def log_bc(P, Q, a):
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     # (a quotient: JAX's rule for x / y forms x / y^2, which overflows where var_a(a) is
     # below ~1e-154, scale ratios ~1e77+ at a = 0 or 1, and 0 * inf made d/da there nan)
-    value = -0.5 * gap - sp.quotient(a * (1.0 - a) * dn * dn, 2.0 * safe_var)
+    # ((a dn)((1 - a) dn): a (1 - a) overflows for orders beyond ~1e154, and inf * 0 was nan
+    # for identical pairs)
+    value = -0.5 * gap - sp.quotient((a * dn) * ((1.0 - a) * dn), 2.0 * safe_var)
     return jnp.where(converges, value, jnp.inf)
 
 

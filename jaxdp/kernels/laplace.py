@@ -65,8 +65,10 @@ def log_bc(P, Q, a):
     xpn = jnp.maximum(xn * p, -0.5)
     shift_neg = xn * omp - sp.log1pmx(xpn)
     shift = jnp.where(x >= 0, _shift_unit(x, p, omp), shift_neg)
-    # Convergence (only an issue for a > 1): a/b1 + (1-a)/b2 > 0.
-    converges = ~(a * Q.scale + (1.0 - a) * P.scale <= 0)  # NaN propagates
+    # Convergence (only an issue for a > 1): a/b1 + (1-a)/b2 > 0, i.e. a b2 + (1-a) b1 > 0,
+    # formed as b1 + a (b2 - b1): for equal scales a + (1 - a) cancelled to 0 once 1 - a
+    # rounded to -a (orders from 2^53, float32 2^24: inf for identical pairs)
+    converges = ~(P.scale + a * (Q.scale - P.scale) <= 0)  # NaN propagates
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     return jnp.where(converges, -gap - shift, jnp.inf)
 
