@@ -153,6 +153,21 @@ def test_renyi_of_equal_scales_at_orders_where_one_minus_the_order_rounds(
 
 
 @pytest.mark.parametrize(
+    "dtype, s2, rtol", [(np.float64, 1 + 1e-7, 1e-14), (np.float32, 1.001, 1e-6)]
+)
+def test_gaussian_renyi_of_nearly_equal_scales_at_large_orders(dtype, s2, rtol):
+    # var_a = r2^2 + (a - 1)(r2 - r1)(r2 + r1) took r2 - r1 from the rounded ratios
+    # s_i / max(s1, s2): ~eps/|r2 - r1| relative (8e-11 and 1.4e-5 here; QA pass)
+    o = np.asarray([1e4, 1e8], dtype)
+    P, Q = jd.Gaussian(dtype(0.0), dtype(1.0)), jd.Gaussian(dtype(1.0), dtype(s2))
+    want = [
+        float(mp_refs.gau_log_bc_cf(0, 1, 1, float(Q.scale), float(a)) / (mp.mpf(float(a)) - 1))
+        for a in o
+    ]
+    assert _rel(jd.renyi(P, Q, o), want).max() < rtol
+
+
+@pytest.mark.parametrize(
     "cls, tv_ref",
     [(jd.Laplace, mp_refs.lap_tv), (jd.Gaussian, mp_refs.gau_tv)],
     ids=["laplace", "gaussian"],

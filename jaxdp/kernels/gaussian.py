@@ -38,8 +38,11 @@ def log_bc(P, Q, a):
     r1, r2, dn = sp.quotient(s1, m), sp.quotient(s2, m), sp.quotient(delta, m)
     var_a = a * r2 * r2 + (1.0 - a) * r1 * r1
     # above 1 as r2^2 + (a - 1)(r2 - r1)(r2 + r1): the sum above cancelled to 0 for equal
-    # scales once 1 - a rounded to -a (orders from 2^53, float32 2^24: inf for identical pairs)
-    var_a = jnp.where(a <= 1, var_a, r2 * r2 + (a - 1.0) * ((r2 - r1) * (r2 + r1)))
+    # scales once 1 - a rounded to -a (orders from 2^53, float32 2^24: inf for identical
+    # pairs); r2 - r1 as (s2 - s1)/m, exact but for one rounding (the difference of the
+    # rounded ratios lost ~eps/|r2 - r1| relative: float32 scales 1 and 1.001, 1.4e-5)
+    dr = sp.quotient(s2 - s1, m)
+    var_a = jnp.where(a <= 1, var_a, r2 * r2 + (a - 1.0) * (dr * (r2 + r1)))
     # only an issue for a > 1; NaN propagates. var_a underflows to 0 at a = 0 (1) for scale
     # ratios ~1e154+ (~1e-154-), ~1e19 in float32, where the numerator below is 0: finite
     converges = ~(var_a <= 0) | (a <= 1)
