@@ -638,6 +638,19 @@ def test_amgm_deficit_outside_the_unit_interval_vs_mpmath():
     assert np.all(_rel(got, want) < tol), (_rel(got, want) / tol).max()
 
 
+def test_categorical_renyi_of_large_orders_for_near_identical_masses():
+    # the AM-GM deficit's series formed S_m(a) = 1 + a + ... + a^(m-1) up to a^17, which
+    # overflowed for orders above ~137 in float32: identical pairs then gave ~1e-8, masses
+    # 1e-5 apart at order 1e4 1.4e-3 relative off (the direct form; QA pass)
+    P, Q = jd.mechanisms.randomized_response(np.float32(4e-5))
+    o = np.asarray([200.0, 1e4], np.float32)
+    np.testing.assert_array_equal(jd.renyi(P, P, o), 0.0)
+    with mp.workdps(60):
+        p, q = ([mp.exp(x) for x in np.asarray(d.log_probs, np.float64).tolist()] for d in (P, Q))
+        want = [float(mp_refs.cat_log_bc(p, q, x) / (x - 1)) for x in o.tolist()]
+    assert _rel(jd.renyi(P, Q, o), want).max() < 1e-6
+
+
 def test_categorical_subnormal_probabilities():
     # XLA:CPU flushes subnormals to zero, so jnp.log(5e-324) is -inf (a zero mass: C = inf);
     # the probabilities are read from their bits instead (float64).
