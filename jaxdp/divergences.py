@@ -77,7 +77,8 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     mixed derivatives in ``order`` and the parameters (the gradient of that slope). Near 1,
     second derivatives in ``order`` lose digits to cancellation, ~1e-16
     :math:`\log C_\lambda/(\lambda - 1)^3` (2e-4 relative at :math:`1 - 10^{-6}`).
-    Under ``jit`` an ``order`` that is not positive gives ``nan``.
+    Under ``jit`` an ``order`` that is not positive gives ``nan``. A Python number takes the
+    pair's precision, so one beyond its range (``1e300`` for a float32 pair) is refused.
 
     Args:
       P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
@@ -96,6 +97,15 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     order = _checks.as_order(order)
     _checks.check_positive("order", order)
     check_pair(P, Q, order.shape, extra_name="order")
+    # a Python number takes the pair's precision: under x64, 1e300 passed the check above and
+    # became inf in a float32 computation (nan)
+    dtype = np.dtype(jnp.result_type(P.dtype, Q.dtype, order))
+    if _checks.is_concrete(order):
+        v = np.asarray(order)
+        with np.errstate(over="ignore"):
+            over = np.isinf(v.astype(dtype))
+        if over.any():
+            raise ValueError(f"order {v[over].flat[0]} overflows the pair's {dtype.name}")
     return _renyi(P, Q, order, with_kl=with_kl)
 
 

@@ -705,6 +705,10 @@ def test_renyi_rejects_bad_order():
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), 0.0)
     with pytest.raises(ValueError, match="order"):
         jd.renyi(jd.Laplace(), jd.Laplace(1.0), -1.0)
+    # a Python order takes the pair's precision: in float32, 1e300 became inf (nan; QA pass)
+    p32 = jd.Laplace(np.float32(0.0), np.float32(1.0))
+    with pytest.raises(ValueError, match=r"order 1e\+300 overflows the pair's float32"):
+        jd.renyi(p32, p32, 1e300)
     # traced (no eager check): nan, as log_bc's alpha outside [0, 1] (a negative order gave
     # inf, order 0 gave 0)
     got = jax.jit(jd.renyi)(jd.Laplace(), jd.Laplace(1.0), jnp.asarray([-1.0, 0.0, 2.0]))
