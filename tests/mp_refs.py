@@ -98,6 +98,8 @@ def dl_log_bc_geometric(m1, b1, m2, b2, a):
         d = abs(int(m2) - int(m1))
         r = mp.exp(-(l1 + l2))
         outer = (mp.exp(-l_hi * d) + mp.exp(-l_lo * d)) / (1 - r)  # k <= lo and k >= hi
+        if d == 0:
+            outer -= 1  # (k = lo = hi is in both)
         # lo < k < hi: e^{-l_hi d} sum_{j=1}^{d-1} e^{(l_hi - l_lo) j}
         g = l_hi - l_lo
         if d < 2:
