@@ -536,8 +536,10 @@ def _lbfgs(P, Q, shape, dtype, max_steps, start=None):
 
     def cond(carry):
         _, _, it, step = carry
-        # (a nan step, e.g. of a pair with disjoint supports, stops too)
-        return (it < max_steps) & jnp.any(step > tol)
+        # (a nan step, e.g. of a pair with disjoint supports, stops too; a pair whose optimum
+        # the end-point test placed at 0 or 1 is not iterated: L-BFGS ran all max_steps
+        # iterations there, towards z = -inf or inf, and reported them)
+        return (it < max_steps) & jnp.any((step > tol) & ~(at0 | at1))
 
     def body(carry):
         z, opt_state, it, _ = carry

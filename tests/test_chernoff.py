@@ -699,15 +699,29 @@ def test_optax_method_solves_each_pair_and_certifies_only_what_it_solved():
     # certified |f'| <= 1e-6 (absolute): the first pair (information 2.7e-13, gradients
     # ~1e-13) came back at alpha = 1/2, 0.8% off, marked converged. Each pair now has its
     # own L-BFGS, in units of its Bhattacharyya distance, and Newton's certificate.
-    P = jd.Categorical(jnp.asarray([[1 - 1e-12, 1e-12], [0.5, 0.5], [0.9, 0.1], [0.3, 0.7]]))
+    # (the last two pairs: optimum at an end point, alpha* = 0 and 1, information log 2)
+    P = jd.Categorical(
+        jnp.asarray([[1 - 1e-12, 1e-12], [0.5, 0.5], [0.9, 0.1], [0.3, 0.7], [1, 0], [0.5, 0.5]])
+    )
     Q = jd.Categorical(
-        jnp.asarray([[1 - 3e-12, 3e-12], [1e-9, 1 - 1e-9], [0.2, 0.8], [0.3 + 1e-7, 0.7 - 1e-7]])
+        jnp.asarray(
+            [[1 - 3e-12, 3e-12], [1e-9, 1 - 1e-9], [0.2, 0.8], [0.3 + 1e-7, 0.7 - 1e-7]]
+            + [[0.5, 0.5], [1, 0]]
+        )
     )
     a, b = jd.chernoff(P, Q), jd.chernoff(P, Q, method="optax")
     assert bool(jnp.all(b.converged))
     assert _rel(b.information, a.information).max() < 1e-13
     # |alpha - alpha*| <= sqrt(eps)-ish by the certificate; measured 4e-10 (pair 1)
     np.testing.assert_allclose(b.alpha, a.alpha, rtol=0, atol=1e-8)
+    # the end points, with certificates f'(0) <= 0 and f'(1) >= 0 (-log 2, log 2), come from
+    # the end-point test: no L-BFGS iteration there (it ran all max_steps = 100 towards
+    # z = -inf or inf, and reported them)
+    np.testing.assert_array_equal(b.alpha[4:], [0.0, 1.0])
+    np.testing.assert_allclose(b.information[4:], np.log(2), rtol=1e-15)
+    np.testing.assert_allclose(b.derivative[4:], [-np.log(2), np.log(2)], rtol=1e-15)
+    np.testing.assert_array_equal(b.iterations[4:], 0)
+    assert int(jnp.min(b.iterations[:4])) > 0
 
 
 def test_broadcast_batch_keeps_event_axes():
