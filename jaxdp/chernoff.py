@@ -43,6 +43,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -708,8 +709,13 @@ def chernoff(
     """
     if method not in _METHODS:
         raise ValueError(f"method must be one of {sorted(_METHODS)}, got {method!r}")
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, int | np.integer)  # (np.int64(5) was refused)
+        or max_steps < 1
+    ):
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
+    max_steps = int(max_steps)
     check_pair(P, Q)
     return _chernoff_dispatch(P, Q, method, max_steps, _closes_over_traced(P, Q))
 

@@ -456,8 +456,12 @@ def test_bad_arguments():
     P, Q = jd.Laplace(), jd.Laplace(1.0)
     with pytest.raises(ValueError, match="method"):
         jd.chernoff(P, Q, method="bogus")
-    with pytest.raises(ValueError, match="max_steps"):
-        jd.chernoff(P, Q, max_steps=0)
+    for bad in (0, -1, 5.0, True, np.float64(5.0)):
+        with pytest.raises(ValueError, match="max_steps"):
+            jd.chernoff(P, Q, max_steps=bad)
+    # a numpy integer is an int (it was refused: "must be a positive int, got np.int64(100)")
+    r, want = jd.chernoff(P, Q, max_steps=np.int64(100)), jd.chernoff(P, Q, max_steps=100)
+    assert all(bool(x == y) for x, y in zip(r, want, strict=True))
     # XLA:CPU flushes subnormals to zero: a subnormal scale would act as 0 (nan results)
     for cls in (jd.Laplace, jd.Gaussian, jd.DiscreteLaplace):
         with pytest.raises(ValueError, match="scale must be at least"):
