@@ -32,9 +32,25 @@ class Composed(NamedTuple):
     laplace_bound: float  # sqrt(1 - e^{-2 k C_lap})
 
 
+def _queries(text: str) -> int:
+    """A positive count the exact n-fold Laplace advantage supports (its setup grows as k^4;
+    ``jaxdp.membership.LAPLACE_MAX_N``)."""
+    from jaxdp.membership import LAPLACE_MAX_N
+
+    k = argtypes.count(text)
+    if k > LAPLACE_MAX_N:
+        raise argparse.ArgumentTypeError(
+            f"must be at most {LAPLACE_MAX_N} (the exact advantage of k Laplace releases), "
+            f"got {text!r}"
+        )
+    return k
+
+
 def main(argv: list[str] | None = None) -> Composed:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--k", type=argtypes.count, default=5, help="number of Laplace queries")
+    parser.add_argument(
+        "--k", type=_queries, default=5, help="number of Laplace queries (at most 400)"
+    )
     parser.add_argument(
         "--eps", type=argtypes.positive, default=0.5, help="eps of each Laplace query"
     )

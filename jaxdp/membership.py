@@ -112,6 +112,9 @@ def _check_n(n) -> int:
 # Laplace: exact n-fold total variation
 # --------------------------------------------------------------------------------------------
 
+#: The largest ``n`` of :func:`best_advantage_laplace` (its setup grows as ``n^4``).
+LAPLACE_MAX_N = 400
+
 
 @functools.lru_cache(maxsize=32)
 def _gauss_legendre_unit(nodes: int):
@@ -358,10 +361,14 @@ def best_advantage_laplace(
     :math:`\varepsilon` in :math:`[10^{-4}, 35]`: 2.6e-7 for ``n <= 10``, 7.1e-7 at 50,
     1.5e-6 at 100).
 
-    **Range and cost.** Any :math:`n \ge 1` (static). Compile ~1 s; run time
-    :math:`O(n^3)` per :math:`\varepsilon` (``n = 50``: ~2 ms, ``n = 100``: ~20 ms per value
-    on one CPU core); memory :math:`O(n^2)` per :math:`\varepsilon` plus a static table of
-    :math:`\lceil n/2\rceil \cdot Q \cdot n` floats (4 MB at ``n = 100``). Exact (up to
+    **Range and cost.** :math:`1 \le n \le 400` (static; ``LAPLACE_MAX_N``). The first
+    call builds a static table of :math:`\lceil n/2\rceil \cdot Q \cdot n` floats (4 MB at
+    ``n = 100``) by a recurrence of :math:`O(n^4)` work and compiles: ~2 s at ``n = 100``,
+    3 s at 200, 11 s at 300, 33 s at 400 on one CPU core (ad hoc, 2026-12-05); beyond 400
+    ``n`` is refused (~20 min and 2.2 GB at 1000; :func:`membership_bounds` bounds any
+    ``n``). Then run time :math:`O(n^3)` per :math:`\varepsilon` (``n = 100``: ~7 ms,
+    ``n = 400``: ~0.4 s per value on one CPU core); memory :math:`O(n^2)` per
+    :math:`\varepsilon` plus the table. Exact (up to
     the bound above) throughout. Below :math:`\varepsilon = \sqrt{\text{tiny}}` (1.5e-154 in
     float64, 1.1e-19 in float32), where the advantage is :math:`c_n\varepsilon` to far below the
     unit roundoff and the recursion's products would be subnormal, it is evaluated there and
@@ -382,6 +389,14 @@ def best_advantage_laplace(
         ``sensitivity`` gives NaN under ``jit`` (``ValueError`` eagerly).
     """
     n = _check_n(n)
+    if n > LAPLACE_MAX_N:
+        # the static tables' setup grows as n^4 (2.2 GB and ~20 min at n = 1000): refused
+        # at once rather than left to look like a hang
+        raise ValueError(
+            f"n={n}: the exact n-fold Laplace recursion supports n <= {LAPLACE_MAX_N} (its "
+            "setup grows as n^4: ~35 s at n = 400 on one CPU core); use "
+            "membership_bounds(epsilon, n) for bounds at any n"
+        )
     min_nodes = (n + 1) // 2
     nodes = min_nodes + 48 if quadrature_nodes is None else quadrature_nodes
     if isinstance(nodes, bool) or not isinstance(nodes, (int, np.integer)) or nodes < min_nodes:
@@ -390,7 +405,7 @@ def best_advantage_laplace(
     # (n = 1e5 was killed by the OOM killer) instead of during compilation
     _check_work_size(
         min_nodes * nodes * n * 8,
-        f"n={n}: the exact n-fold Laplace recursion's table (~n^3/4 floats, n <= ~1000)",
+        f"n={n}: the exact n-fold Laplace recursion's table (~n^2 Q/2 floats)",
         "use membership_bounds(epsilon, n) for bounds at any n",
     )
     eps, s = as_inexact(epsilon, sensitivity, names=("epsilon", "sensitivity"))

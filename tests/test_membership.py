@@ -676,6 +676,11 @@ def test_wrong_types_name_the_argument(call, arg):
 def test_argument_ranges_of_the_bounds():
     with pytest.raises(ValueError, match="delta must lie in"):
         mb.membership_bounds(1.0, 1, delta=2.0)
-    # the exact n-fold Laplace recursion's ~n^3/4-float table: refused before it is built
+    # the exact n-fold Laplace recursion's setup (~n^4 work; 2.2 GB table at n = 1000, and
+    # ~20 minutes): refused at once past 400, before anything is built
+    for n in (401, 1000, 100_000):
+        with pytest.raises(ValueError, match="supports n <= 400"):
+            mb.best_advantage_laplace(1.0, n)
+    # the table's size still bounds quadrature_nodes
     with pytest.raises(ValueError, match="GiB"):
-        mb.best_advantage_laplace(1.0, 100_000)
+        mb.best_advantage_laplace(1.0, 400, quadrature_nodes=10**6)
