@@ -674,7 +674,8 @@ def calibrate(
         ``"geometric"``, one other than 1 for randomized response and callables (concrete
         values only: traced, these give ``nan`` and ``converged=False``); for
         ``metric="tv"`` of ``"geometric"`` with ``compositions > 1``, an exact sum beyond
-        the size limits of :func:`jaxdp.best_advantage_geometric`.
+        the size limits of :func:`jaxdp.best_advantage_geometric`; of ``"laplace"``,
+        ``compositions > 400`` (:func:`jaxdp.best_advantage_laplace`).
       TypeError: a traced ``sensitivity`` there (its largest value sizes that sum).
       NotImplementedError: ``metric="tv"`` with ``compositions > 1`` for a callable whose
         product has no TV kernel.
