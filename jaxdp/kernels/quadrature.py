@@ -582,9 +582,16 @@ def _singular_ends(x, xs, piece_ends, lw, expo, bounds):
 @jax.jit
 def log_mass(D):
     """The log of the integral of ``exp(D.log_prob)`` on ``D``'s own rule (batch-shaped): 0
-    to rounding where the rule resolves a normalised density (``Density._check_mass``)."""
+    to rounding where the rule resolves a normalised density (``Density._check_mass``).
+
+    Nodes without weight (the empty piece between ``D``'s two copies of its ``centre``, the
+    nodes of a piece that round onto its end) are left out, not summed as ``-inf + log p``:
+    where the density is infinite there (Gamma(1/2) with ``lower`` 0 and ``centre`` 0,
+    ``|x|^(-1/2)`` at its ``centre``) that was ``nan``, and the constructor refused a
+    normalised density ("integrates exp(log_prob) to nan")."""
     x, lw, _ = _nodes(D, D, pair_level(D, D))
-    return logsumexp(lw + _log_prob_at(D, x), axis=-1)
+    terms = lw + _log_prob_at(D, x)
+    return logsumexp(jnp.where(lw > -jnp.inf, terms, -jnp.inf), axis=-1)
 
 
 def log_bc_unit(P, Q, a, *, level=None):
