@@ -549,7 +549,29 @@ class Density(Distribution):
         # (np.log(2 * np.pi) is a strong float64 under x64) made chernoff's loop carry
         # float64 into float32 state (a while_loop TypeError)
         out = _call_log_prob(self.log_prob_fn, x, self.params)
-        return jnp.asarray(out).astype(jnp.result_type(x, self.dtype))
+        try:
+            out = jnp.asarray(out)
+        except (TypeError, ValueError):
+            raise TypeError(
+                f"Density: log_prob must return a real array, got {type(out).__name__}"
+            ) from None
+        if not jnp.issubdtype(out.dtype, jnp.number) or jnp.iscomplexobj(out):
+            raise TypeError(f"Density: log_prob must return a real array, got dtype {out.dtype}")
+        # elementwise in x: a shape that broadcasts to x's (with the batch) and no further.
+        # One that did not, (..., n, 1), raised JAX's unnamed shape errors in the kernels or
+        # broadcast against the other density's nodes into wrong numbers (under jit, where
+        # the constructor checks nothing)
+        try:
+            want = np.broadcast_shapes(jnp.shape(x), self.batch_shape + (1,))
+        except ValueError:  # (x and the batch do not broadcast: nothing to compare with)
+            want = None
+        if want is not None and np.broadcast_shapes(out.shape, want) != want:
+            raise ValueError(
+                f"Density: log_prob returned shape {out.shape} for x of shape "
+                f"{jnp.shape(x)}: it must be elementwise in x (x's shape, or one that "
+                "broadcasts to it)"
+            )
+        return out.astype(jnp.result_type(x, self.dtype))
 
     def _closed_over(self) -> list:
         """The traced values (under ``jit`` or a derivative) that ``log_prob`` reads without

@@ -1087,6 +1087,27 @@ def test_density_the_rule_does_not_integrate_to_one_is_rejected():
     jax.jit(lambda m: jd.Density(lambda x, m: _log_normal(x, m, 1.0), params=m).centre)(30.0)
 
 
+def test_density_log_prob_of_the_wrong_shape_or_type_is_named():
+    # (n, 1) for x of shape (n,): the constructor's mass check reported "integrates
+    # exp(log_prob) to 3e12"; under jit (no check) JAX's unnamed shape errors, and a while
+    # loop's carry TypeError from jd.chernoff
+    def column(x, m):
+        return _log_normal(x, m, 1.0)[..., None]
+
+    shape = r"^Density: log_prob returned shape \(\d+, 1\) for x of shape \(\d+,\)"
+    with pytest.raises(ValueError, match=shape):
+        jd.Density(lambda x: column(x, 0.0))
+    with pytest.raises(ValueError, match=shape):  # (raised while tracing: no compile)
+        jax.jit(lambda m: jd.kl(jd.Density(column, params=m), jd.Gaussian(0.0, 1.0)))(0.2)
+    for out, what in ((None, "NoneType"), (object(), "object"), (1j, "dtype complex")):
+        with pytest.raises(
+            TypeError, match=f"^Density: log_prob must return a real array, got {what}"
+        ):
+            jd.Density(lambda x, out=out: out)
+    # a constant (a uniform density) broadcasts: accepted
+    jd.Density(lambda x: -math.log(2.0), lower=-1.0, upper=1.0)
+
+
 def test_density_infinite_at_its_centre_is_accepted():
     # Gamma(1/2) on [0, inf), its centre left at the bound 0, and |x|^(-1/2)/4 on [-1, 1]:
     # both normalised and resolved by the rule, both refused ("integrates exp(log_prob) to
