@@ -368,11 +368,10 @@ def best_advantage_laplace(
     ``n`` is refused (~20 min and 2.2 GB at 1000; :func:`membership_bounds` bounds any
     ``n``). Then run time :math:`O(n^3)` per :math:`\varepsilon` (``n = 100``: ~7 ms,
     ``n = 400``: ~0.4 s per value on one CPU core); memory :math:`O(n^2)` per
-    :math:`\varepsilon` plus the table. Exact (up to
-    the bound above) throughout. Below :math:`\varepsilon = \sqrt{\text{tiny}}` (1.5e-154 in
-    float64, 1.1e-19 in float32), where the advantage is :math:`c_n\varepsilon` to far below the
-    unit roundoff and the recursion's products would be subnormal, it is evaluated there and
-    scaled.
+    :math:`\varepsilon` plus the table. Exact (up to the bound above) throughout. Below
+    :math:`\varepsilon = \sqrt{\text{tiny}}` (1.5e-154 in float64, 1.1e-19 in float32), where
+    the advantage is :math:`c_n\varepsilon` to far below the unit roundoff and the
+    recursion's products would be subnormal, it is evaluated there and scaled.
 
     Args:
         epsilon: privacy parameter :math:`\varepsilon = s/b \ge 0`, any shape.
