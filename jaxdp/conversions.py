@@ -405,11 +405,18 @@ def max_kl_eps_dp(eps: ArrayLike) -> jax.Array:
         Array like ``eps``, in nats.
     """
     (eps,) = _inexact(eps)
-    # eps = inf: inf, with the limit slope 1 of tanh(eps/2) + (eps/2) sech^2(eps/2) (the
-    # product rule gave inf * 0 = nan); a finite stand-in elsewhere in the formula
-    inf = eps == jnp.inf
-    e = jnp.where(inf, 1.0, eps)
-    return jnp.where(inf, eps, e * jnp.tanh(0.5 * e))
+    return _x_tanh_half(eps)
+
+
+def _x_tanh_half(x):
+    r""":math:`x\tanh(x/2)` for :math:`x \ge 0` (also :func:`jaxdp.paper.eq22`, ``eq56``).
+
+    ``x = inf`` gives ``inf`` with the limit slope 1 of :math:`\tanh(x/2) + (x/2)
+    \mathrm{sech}^2(x/2)` (the product rule gave ``inf * 0 = nan``): a finite stand-in
+    elsewhere in the formula."""
+    inf = x == jnp.inf
+    e = jnp.where(inf, 1.0, x)
+    return jnp.where(inf, x, e * jnp.tanh(0.5 * e))
 
 
 # ---------------------------------------------------------------------------------------------

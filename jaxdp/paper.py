@@ -106,6 +106,7 @@ from jaxdp.conversions import (
     _not_nan,
     _positive,
     _unit_interval,
+    _x_tanh_half,
 )
 
 __all__ = [
@@ -271,11 +272,7 @@ def eq22(eps: ArrayLike) -> jax.Array:
     ``eps = 0`` (0/0 as printed) gives the limit 0, ``eps = inf`` inf with the limit slope 1.
     """
     (eps,) = _inexact(eps)
-    # (a finite stand-in at eps = inf: the product rule's tanh' * inf = 0 * inf made the
-    # derivative NaN there, as it was in max_kl_eps_dp)
-    inf = eps == jnp.inf
-    e = jnp.where(inf, 1.0, eps)
-    return jnp.where(inf, eps, e * jnp.tanh(0.5 * e))
+    return _x_tanh_half(eps)  # (max_kl_eps_dp's: the limit slope 1 at eps = inf too)
 
 
 @_checked(eps=_nonnegative, alpha=_not_nan)
@@ -507,7 +504,7 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     eps, alpha = _inexact(eps, alpha)
     # alpha = 0: 0 for every eps, so also at eps = inf (0 * inf was NaN)
     x = jnp.where(alpha == 0, 0.0, alpha * eps)
-    return x * jnp.tanh(0.5 * x)
+    return _x_tanh_half(x)
 
 
 @_checked(eps=_nonnegative)

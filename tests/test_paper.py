@@ -307,6 +307,9 @@ def test_derivatives_match_finite_differences_and_their_limits_at_infinity():
     np.testing.assert_allclose(g[:-1].T, fd, rtol=1e-7)
     limits = dict(eq22=1.0, eq30_max=-1.0, eq31_max=-1.0, eq39=np.inf)
     np.testing.assert_array_equal(g[-1], [limits.get(n, 0.0) for n in SLOPES])
+    # eq56 = (alpha eps) tanh(alpha eps / 2) shares eq22's form: its eps-slope at eps = inf is
+    # the limit alpha (it was NaN, tanh' * inf)
+    assert float(jax.grad(paper.eq56)(np.inf, 0.5)) == 0.5
 
 
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
