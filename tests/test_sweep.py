@@ -427,6 +427,23 @@ def test_integer_and_float_axes_of_one_spec_in_one_process(tmp_path):
     np.testing.assert_array_equal(a.values["tv"], b.values["tv"])
 
 
+def test_float32_sweep_computes_an_integer_axis_in_float32(tmp_path):
+    # the axis stayed int64 under x64 and the mechanism promoted it to float64: the points
+    # were computed in float64 and rounded, unlike those of [1.0, 2.0], the same spec (one
+    # digest), and unlike the float32 pair's (kl_pq at epsilon = 2: 1.1353353 vs 1.1353352)
+    base = {"mechanism": "laplace", "quantities": ["kl_pq"], "dtype": "float32"}
+    sweep(dict(base, grid={"epsilon": [1, 2]}), tmp_path / "i", quiet=True)
+    sweep(dict(base, grid={"epsilon": [1.0, 2.0]}), tmp_path / "f", quiet=True)
+    a, b = load_sweep(tmp_path / "i"), load_sweep(tmp_path / "f")
+    assert a.coords["epsilon"].dtype == np.int64 and a.values["kl_pq"].dtype == np.float32
+    np.testing.assert_array_equal(a.values["kl_pq"], b.values["kl_pq"])
+    want = jd.kl(*mechanisms.laplace(epsilon=np.float32(2)))
+    assert a.values["kl_pq"][1] == want
+    with pytest.raises(ValueError, match=r"^spec: grid parameter 'epsilon': 16777217 is not exact"):
+        sweep(dict(base, grid={"epsilon": [1, 2**24 + 1]}), tmp_path / "x", quiet=True)
+    assert not (tmp_path / "x").exists()
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True
@@ -560,7 +577,8 @@ def test_float64_needs_x64(tmp_path):
 
 def test_integer_axis_beyond_int32_without_x64(tmp_path):
     # a float32 sweep without x64: 2**31 + 1 wrapped to -2**31 + 1, and the mechanism was
-    # blamed for it ("sensitivity must be positive and finite, got -2147483647.0")
+    # blamed for it ("sensitivity must be positive and finite, got -2147483647.0"); the axis
+    # is float32 now, which does not hold 2**31 + 1
     spec = {
         "mechanism": "geometric",
         "quantities": ["tv"],
@@ -571,7 +589,8 @@ def test_integer_axis_beyond_int32_without_x64(tmp_path):
     try:
         with pytest.raises(
             ValueError,
-            match=r"^spec: grid parameter 'sensitivity': 2147483649 is outside the range of int32",
+            match=r"^spec: grid parameter 'sensitivity': 2147483649 is not exact in float32 "
+            r"\(it would be 2147483648\); use dtype float64$",
         ):
             sweep(spec, tmp_path / "x", quiet=True)
     finally:

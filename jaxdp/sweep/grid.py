@@ -171,7 +171,8 @@ def parse_grid(table: Any) -> Grid:
     Each entry is ``name = <scalar>`` (a fixed parameter), ``name = [v0, v1, ...]`` (an axis of
     explicit values), ``name = {linspace = [a, b, n]}`` or ``name = {logspace = [a, b, n]}``
     (``n`` points from ``a`` to ``b`` inclusive; for ``logspace`` from ``10**a`` to ``10**b``).
-    A list of integers stays integer; any float makes it float.
+    A list of integers stays integer (its stored coordinates; a float32 sweep computes it in
+    float32); any float makes it float.
 
     Raises:
         ValueError: a malformed entry, naming it.

@@ -34,6 +34,37 @@ def _int_dtype() -> Any:
     return jnp.asarray(0).dtype  # int64 under x64, int32 otherwise
 
 
+def _axis_values(spec: SweepSpec, axis: Any) -> np.ndarray:
+    """The coordinates of ``axis`` as stored and given to the kernel: in the spec's float
+    dtype, or, for an integer axis, int64 (int32 without x64: checked). In a float32 sweep
+    the kernel computes an integer axis in float32 (:func:`make_kernel`), so a value that
+    float32 does not hold exactly is refused.
+
+    Raises:
+        ValueError: one line, naming the axis and the value.
+    """
+    vals = axis.values(_float_dtype(spec))
+    if not axis.is_integer:
+        return vals
+    if spec.dtype != "float64":
+        dtype = np.dtype(_float_dtype(spec))
+        for v in axis.args:
+            rounded = dtype.type(v)
+            if int(rounded) != v:
+                raise ValueError(
+                    f"spec: grid parameter '{axis.name}': {v} is not exact in {dtype.name} (it "
+                    f"would be {int(rounded)}); use dtype float64"
+                )
+    info = np.iinfo(_int_dtype())
+    big = [v for v in axis.args if not info.min <= v <= info.max]
+    if big:  # (without x64: it wrapped, and the mechanism was blamed for -2147483647)
+        raise ValueError(
+            f"spec: grid parameter '{axis.name}': {big[0]} is outside the range of "
+            f"{info.dtype} (jax_enable_x64 is off); give it as a float or enable x64"
+        )
+    return vals.astype(_int_dtype())
+
+
 def _fixed_value(name: str, value: Any, spec: SweepSpec) -> Any:
     """A fixed parameter as a Python scalar (ints stay static) or a 0-d array of the spec dtype."""
     if isinstance(value, int):
@@ -63,6 +94,19 @@ def make_kernel(spec: SweepSpec) -> Kernel:
     need_chernoff = any(q in ("chernoff", "alpha", "converged") for q in quantities)
     paper_args = dict(spec.paper_args)
     formula_only = set(spec.formula_only)
+    # (an integer axis of a float32 sweep: as int64 the mechanism promoted it to float64 under
+    # x64 and computed those points in float64, unlike [1.0, 2.0], the same spec; a Python
+    # int, a constant the checks try, stays one)
+    int_to_float = spec.dtype != "float64"
+
+    def inputs(params: Mapping[str, Any]) -> dict[str, Any]:
+        kw = dict(fixed)
+        for n, v in params.items():
+            kind = getattr(v, "dtype", None)  # (None: a Python number)
+            if int_to_float and kind is not None and jnp.issubdtype(kind, jnp.integer):
+                v = v.astype(dtype)
+            kw[n] = v
+        return kw
 
     def paper_value(q: str, every: Mapping[str, Any]) -> jax.Array:
         args = {}
@@ -78,7 +122,7 @@ def make_kernel(spec: SweepSpec) -> Kernel:
         return mechanism(**{n: v for n, v in kw.items() if n not in formula_only})
 
     def kernel(params: Mapping[str, jax.Array], shape: tuple[int, ...]) -> dict[str, jax.Array]:
-        kw = {**fixed, **params}
+        kw = inputs(params)
         P, Q = pair(kw)
         every = {**defaults, **kw}
         cache: dict[str, Any] = {}
@@ -111,14 +155,14 @@ def make_kernel(spec: SweepSpec) -> Kernel:
 
     def light(params: Mapping[str, Any]) -> None:
         """The cheap part (mechanism and paper formulas), for eager value checks."""
-        kw = {**fixed, **params}
+        kw = inputs(params)
         pair(kw)
         every = {**defaults, **kw}
         for q in paper_args:
             paper_value(q, every)
 
     kernel.light = light  # type: ignore[attr-defined]
-    kernel.pair = lambda params: pair({**fixed, **params})  # type: ignore[attr-defined]
+    kernel.pair = lambda params: pair(inputs(params))  # type: ignore[attr-defined]
     return kernel
 
 
@@ -168,10 +212,10 @@ def _culprit(spec: SweepSpec, kernel: Kernel, structs: dict[str, Any]) -> str | 
 def point_values(spec: SweepSpec, kernel: Kernel) -> int:
     """Values of the mechanism's pair per grid point (e.g. ``2k`` for randomized response on
     ``k`` outcomes), from shapes only; 1 where they cannot be found."""
-    first = {}
-    for a in spec.grid.axes:
-        vals = a.values(_float_dtype(spec))[:1]
-        first[a.name] = vals.astype(_int_dtype()) if a.is_integer else vals
+    try:
+        first = {a.name: _axis_values(spec, a)[:1] for a in spec.grid.axes}
+    except ValueError:  # (check_kernel reports it)
+        return 1
     try:
         shapes = jax.eval_shape(kernel.pair, first)  # type: ignore[attr-defined]
     except Exception:  # (check_kernel's eager checks report what is wrong)
@@ -197,16 +241,7 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
     first = {}
     axis_values = {}
     for a in spec.grid.axes:
-        vals = a.values(_float_dtype(spec))
-        if a.is_integer:
-            info = np.iinfo(_int_dtype())
-            big = [v for v in a.args if not info.min <= v <= info.max]
-            if big:  # (without x64: it wrapped, and the mechanism was blamed for -2147483647)
-                raise ValueError(
-                    f"spec: grid parameter '{a.name}': {big[0]} is outside the range of "
-                    f"{info.dtype} (jax_enable_x64 is off); give it as a float or enable x64"
-                )
-            vals = vals.astype(_int_dtype())
+        vals = _axis_values(spec, a)
         axis_values[a.name] = vals
         first[a.name] = vals[:1]
 

@@ -35,7 +35,7 @@ import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from jaxdp._checks import error_line
-from jaxdp.sweep.kernel import _int_dtype, check_kernel, make_kernel, point_values
+from jaxdp.sweep.kernel import _axis_values, check_kernel, make_kernel, point_values
 from jaxdp.sweep.spec import SweepSpec, parse_spec
 from jaxdp.sweep.storage import FORMAT, MANIFEST, Store, npz_memmap
 
@@ -151,11 +151,7 @@ class _Inputs:
         self.grid = spec.grid
         self.sharding = sharding
         self.length = length  # points per call, all devices together
-        self.coords = spec.grid.coords(np.dtype(spec.dtype))
-        int_dtype = np.dtype(_int_dtype())
-        for a in spec.grid.axes:
-            if a.is_integer:
-                self.coords[a.name] = self.coords[a.name].astype(int_dtype)
+        self.coords = {a.name: _axis_values(spec, a) for a in spec.grid.axes}
 
     def __call__(self, start: int, stop: int) -> dict[str, jax.Array]:
         """Points ``start, start + 1, ...`` (``length`` of them), repeating ``stop - 1`` past it."""
