@@ -444,6 +444,21 @@ def test_float32_sweep_computes_an_integer_axis_in_float32(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
+def test_csv_path_that_is_a_directory_is_refused_before_any_work(tmp_path):
+    # was OSError's "[Errno 21] Is a directory: '.../.results.csv.tmp.123' -> ...", raised
+    # when the CSV was written, after every chunk had been computed
+    spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
+    out = tmp_path / "s"
+    sweep(spec, out, quiet=True)
+    (out / "results.npz").unlink()
+    for chunk in (out / "chunks").iterdir():
+        chunk.unlink()
+    (out / "results.csv").mkdir()
+    with pytest.raises(ValueError, match=r"results.csv is a directory, not a CSV file; remove it$"):
+        sweep(spec, out, quiet=True, csv=True)
+    assert not any((out / "chunks").iterdir())
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

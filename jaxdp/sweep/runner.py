@@ -37,7 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec
 from jaxdp._checks import error_line
 from jaxdp.sweep.kernel import _axis_values, check_kernel, make_kernel, point_values
 from jaxdp.sweep.spec import SweepSpec, parse_spec
-from jaxdp.sweep.storage import FORMAT, MANIFEST, Store, npz_memmap
+from jaxdp.sweep.storage import CSV, FORMAT, MANIFEST, Store, npz_memmap
 
 __all__ = ["SweepResult", "SweepRun", "default_chunk_size", "load_sweep", "sweep"]
 
@@ -361,6 +361,9 @@ def sweep(
         finished = False
         if main and store.results_path.is_dir():
             raise ValueError(f"{store.results_path} is a directory, not a results file; remove it")
+        if main and csv and (store.root / CSV).is_dir():  # (was OSError's "[Errno 21] Is a
+            # directory: '.../.results.csv.tmp.123' -> ...", after the whole sweep had run)
+            raise ValueError(f"{store.root / CSV} is a directory, not a CSV file; remove it")
         if main and store.results_path.exists():
             why = store.results_problem(spec.quantities, spec.shape)
             finished = why is None
