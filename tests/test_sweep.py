@@ -459,6 +459,18 @@ def test_csv_path_that_is_a_directory_is_refused_before_any_work(tmp_path):
     assert not any((out / "chunks").iterdir())
 
 
+def test_chunks_path_that_is_a_file_is_refused_in_one_line(tmp_path):
+    # was mkdir's "[Errno 17] File exists: '.../chunks'"
+    spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
+    out = tmp_path / "s"
+    sweep(spec, out, quiet=True)
+    (out / "results.npz").unlink()
+    shutil.rmtree(out / "chunks")
+    (out / "chunks").write_text("")
+    with pytest.raises(ValueError, match=r"chunks is a file, not the chunk directory; remove it$"):
+        sweep(spec, out, quiet=True)
+
+
 class _Terminal(io.StringIO):
     def isatty(self) -> bool:
         return True

@@ -246,7 +246,7 @@ class Store:
                 self.root / MANIFEST,
                 lambda f: f.write((json.dumps(manifest, indent=2) + "\n").encode()),
             )
-            self.chunks.mkdir(exist_ok=True)
+            self._make_chunks()
             return manifest
         if old.get("format") != FORMAT:
             raise ValueError(
@@ -277,8 +277,14 @@ class Store:
                 f"{manifest['chunk_size']}; resume without a chunk size (--chunk-size, "
                 "chunk_size=) or use a new --out"
             )
-        self.chunks.mkdir(exist_ok=True)
+        self._make_chunks()
         return old
+
+    def _make_chunks(self) -> None:
+        if self.chunks.exists() and not self.chunks.is_dir():  # (mkdir said "[Errno 17] File
+            # exists: '.../chunks'")
+            raise ValueError(f"{self.chunks} is a file, not the chunk directory; remove it")
+        self.chunks.mkdir(exist_ok=True)
 
     # ----------------------------------------------------------------- chunks
 
