@@ -341,3 +341,18 @@ def test_chernoff_command_flags_nan_information(monkeypatch, capsys):
     out, err = capsys.readouterr()
     assert json.loads(out)[0]["chernoff"] == "nan"
     assert err.startswith("jaxdp: warning: the Chernoff solver did not converge for row(s) 1:")
+
+
+def test_calibrate_table_shows_the_budget_and_sensitivity_as_given(capsys):
+    # the budget column had 6 significant digits and the header's sensitivity `:g`: a tv
+    # budget of 0.99999999 read "1" (a budget that constrains nothing: scale 0) beside a
+    # positive scale, and --sensitivity 1.0000001 read "sensitivity 1" (QA pass)
+    argv = ["--no-compile-cache", "calibrate", "gaussian", "--metric", "kl"]
+    assert main([*argv, "--budget", "0.99999999", "--sensitivity", "1.0000001"]) == 0
+    title, _, _, row = capsys.readouterr().out.splitlines()
+    assert title.endswith("sensitivity 1.0000001")
+    assert row.split()[0] == "0.99999999"
+    assert main([*argv, "--budget", "1e-320", "--budget", "2"]) == 0  # (subnormal: as typed)
+    title, _, _, tiny, two = capsys.readouterr().out.splitlines()
+    assert title.endswith("sensitivity 1")
+    assert (tiny.split()[0], two.split()[0]) == ("1e-320", "2")

@@ -23,6 +23,14 @@ _MECHANISMS = ("laplace", "gaussian", "geometric", "randomized_response")
 _METRICS = ("chernoff", "kl", "tv")
 
 
+def _as_given(x: float) -> str:
+    """``x`` as the user typed it (the shortest text that reads back as the same float; no
+    trailing ``.0``). Six significant digits showed a tv budget of 0.99999999 as 1, a
+    budget that constrains nothing, beside a positive scale."""
+    text = repr(float(x))
+    return text.removesuffix(".0")
+
+
 def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "mechanism",
@@ -115,13 +123,15 @@ def run(args: argparse.Namespace) -> int:
         unit = "nats" if args.metric != "tv" else "advantage"
         print(
             f"{args.mechanism}: {name} for a {args.metric} budget ({unit}), "
-            f"{args.compositions}-fold composition, sensitivity {args.sensitivity:g}"
+            f"{args.compositions}-fold composition, sensitivity {_as_given(args.sensitivity)}"
         )
         header = f"{'budget':>14}  {name:>22}  {'achieved':>22}  {'converged':>9}  {'iters':>5}"
         print(header)
         print("-" * len(header))
         for b, p, a, c, i in zip(budgets, param, achieved, converged, iterations, strict=True):
-            print(f"{b:>14.6g}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}")
+            print(
+                f"{_as_given(b):>14}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}"
+            )
     if not converged.all():
         print("jaxdp: warning: some budgets did not converge", file=sys.stderr)
         return 1
