@@ -356,3 +356,15 @@ def test_calibrate_table_shows_the_budget_and_sensitivity_as_given(capsys):
     title, _, _, tiny, two = capsys.readouterr().out.splitlines()
     assert title.endswith("sensitivity 1")
     assert (tiny.split()[0], two.split()[0]) == ("1e-320", "2")
+
+
+def test_chernoff_table_shows_the_inputs_as_given(capsys):
+    # the input columns had 8 significant digits: --epsilon 1 --epsilon 1.000000001 read as
+    # two rows of epsilon 1 (QA pass)
+    argv = ["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1", "--epsilon"]
+    assert main([*argv, "1.000000001", "--sensitivity", "0.30000000000000004"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:3]
+    assert [r.split()[:2] for r in rows] == [
+        ["1", "0.30000000000000004"],
+        ["1.000000001", "0.30000000000000004"],
+    ]

@@ -11,6 +11,13 @@ def json_number(x: float):
     return x if math.isfinite(x) else ("nan" if math.isnan(x) else ("inf" if x > 0 else "-inf"))
 
 
+def as_given(x: float) -> str:
+    """``x`` for a table, as the user typed it: the shortest text that reads back as the same
+    float, without a trailing ``.0`` (a fixed number of significant digits showed different
+    inputs, e.g. 1 and 1.000000001, as the same number)."""
+    return repr(float(x)).removesuffix(".0")
+
+
 def prepare_out_dir(path: str) -> str:
     """Create the ``--out`` directory ``path`` if needed and check that files can be written
     there; return ``path``.

@@ -17,18 +17,10 @@ import argparse
 import json
 import sys
 
-from jaxdp.commands import json_number
+from jaxdp.commands import as_given, json_number
 
 _MECHANISMS = ("laplace", "gaussian", "geometric", "randomized_response")
 _METRICS = ("chernoff", "kl", "tv")
-
-
-def _as_given(x: float) -> str:
-    """``x`` as the user typed it (the shortest text that reads back as the same float; no
-    trailing ``.0``). Six significant digits showed a tv budget of 0.99999999 as 1, a
-    budget that constrains nothing, beside a positive scale."""
-    text = repr(float(x))
-    return text.removesuffix(".0")
 
 
 def add_parser(parser: argparse.ArgumentParser) -> None:
@@ -123,14 +115,16 @@ def run(args: argparse.Namespace) -> int:
         unit = "nats" if args.metric != "tv" else "advantage"
         print(
             f"{args.mechanism}: {name} for a {args.metric} budget ({unit}), "
-            f"{args.compositions}-fold composition, sensitivity {_as_given(args.sensitivity)}"
+            f"{args.compositions}-fold composition, sensitivity {as_given(args.sensitivity)}"
         )
         header = f"{'budget':>14}  {name:>22}  {'achieved':>22}  {'converged':>9}  {'iters':>5}"
         print(header)
         print("-" * len(header))
+        # (the budget as given: 6 significant digits showed a tv budget of 0.99999999 as 1, a
+        # budget that constrains nothing, beside a positive scale)
         for b, p, a, c, i in zip(budgets, param, achieved, converged, iterations, strict=True):
             print(
-                f"{_as_given(b):>14}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}"
+                f"{as_given(b):>14}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}"
             )
     if not converged.all():
         print("jaxdp: warning: some budgets did not converge", file=sys.stderr)

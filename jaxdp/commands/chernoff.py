@@ -20,7 +20,7 @@ import sys
 
 import numpy as np
 
-from jaxdp.commands import json_number
+from jaxdp.commands import as_given, json_number
 
 MECHANISMS = ("laplace", "gaussian", "randomized_response", "geometric", "adversarial_laplace")
 FLOAT_PARAMS = ("epsilon", "scale", "sigma", "sensitivity", "shift", "theta")
@@ -118,8 +118,14 @@ def run(args: argparse.Namespace) -> int:
     else:
         cols = list(out[0])
         print("  ".join(f"{c:>14}" for c in cols))
+        # (the inputs as given: with 8 significant digits, --epsilon 1 --epsilon 1.000000001
+        # read as two rows of epsilon 1)
         for row in out:
-            print("  ".join(f"{row[c]:>14.8g}" for c in cols))
+            print(
+                "  ".join(
+                    f"{as_given(row[c]):>14}" if c in given else f"{row[c]:>14.8g}" for c in cols
+                )
+            )
         print(
             "(chernoff, kl_pq, kl_qp in nats; alpha: the maximiser a*; tv: best membership "
             "advantage)"
