@@ -155,12 +155,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jaxdp.compile_cache import repairing
 
         cache = None if args.no_compile_cache else _compile_cache()
-        with contextlib.nullcontext(set()) if cache is None else repairing(cache) as damaged:
+        with contextlib.nullcontext({}) if cache is None else repairing(cache) as damaged:
             status = int(args._run(args) or 0)
-        if damaged:
-            names = ", ".join(sorted(damaged))
+        if removed := sorted(name for name, why in damaged.items() if why is None):
             print(
-                f"jaxdp: note: removed unreadable compile-cache entries for {names} from {cache}",
+                f"jaxdp: note: removed unreadable compile-cache entries for "
+                f"{', '.join(removed)} from {cache}",
+                file=sys.stderr,
+            )
+        if kept := sorted((name, why) for name, why in damaged.items() if why is not None):
+            # (were reported as removed, and warned about again on every run)
+            names = ", ".join(f"{name} ({why})" for name, why in kept)
+            print(
+                f"jaxdp: note: could not remove unreadable compile-cache entries for {names} "
+                f"from {cache}; delete them by hand",
                 file=sys.stderr,
             )
         return status

@@ -117,16 +117,19 @@ _UNREADABLE = re.compile(r"Error reading persistent compilation cache entry for 
 
 
 @contextlib.contextmanager
-def repairing(path: str) -> Iterator[set[str]]:
+def repairing(path: str) -> Iterator[dict[str, str | None]]:
     """Within the block, JAX's warnings about cache entries it cannot read are collected
     instead of shown, and afterwards every entry of those computations is deleted from
-    ``path``; yields the set of their names (filled when the block ends).
+    ``path``; yields a dict (filled when the block ends) from each of their names to
+    ``None`` when its entries are gone, or to why one of them could not be deleted (e.g.
+    ``"Is a directory"``, or an entry of another user in a shared directory with the sticky
+    bit set: reported as removed, it was warned about on every run).
 
     JAX writes an entry in place and never rewrites one that exists, so an entry cut short
     (a process killed while writing it, two processes writing it at once) would otherwise
     be warned about, and recompiled, on every later run. Other warnings pass through.
     """
-    damaged: set[str] = set()
+    damaged: dict[str, str | None] = {}
     shown = warnings.showwarning
 
     def show(message, category, filename, lineno, file=None, line=None):
@@ -134,7 +137,7 @@ def repairing(path: str) -> Iterator[set[str]]:
         if m is None:
             shown(message, category, filename, lineno, file, line)
         else:
-            damaged.add(m.group(1))
+            damaged[m.group(1)] = None
 
     warnings.showwarning = show
     try:
@@ -143,5 +146,9 @@ def repairing(path: str) -> Iterator[set[str]]:
         warnings.showwarning = shown
         for name in damaged:  # module names are identifiers: "<name>-<hash>-cache/-atime"
             for entry in glob.glob(os.path.join(glob.escape(path), glob.escape(name) + "-*")):
-                with contextlib.suppress(OSError):
+                try:
                     os.remove(entry)
+                except FileNotFoundError:  # (removed meanwhile, e.g. by another process)
+                    pass
+                except OSError as e:
+                    damaged[name] = damaged[name] or e.strerror or type(e).__name__
