@@ -69,7 +69,9 @@ def default_compile_cache_dir() -> str:
     return os.path.join(base, "jaxdp", f"xla-{_host_tag()}")
 
 
-def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_time_s=0.0) -> str:
+def enable_compile_cache(
+    path: str | bytes | os.PathLike | None = None, *, min_compile_time_s=0.0
+) -> str:
     """Turn on JAX's persistent compilation cache for this process, in ``path``.
 
     Args:
@@ -86,6 +88,7 @@ def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_t
       ValueError: ``path`` cannot be created or is not a writable directory (or is not
         given, and there is no home directory: see :func:`default_compile_cache_dir`), or
         ``min_compile_time_s`` is negative or not finite.
+      TypeError: ``path`` is not a str, bytes or path-like object.
     """
     import jax
     from jax.experimental.compilation_cache import compilation_cache as cc
@@ -96,7 +99,12 @@ def enable_compile_cache(path: str | os.PathLike | None = None, *, min_compile_t
         t = math.nan
     if isinstance(min_compile_time_s, bool) or not math.isfinite(t) or t < 0:
         raise ValueError(f"min_compile_time_s must be finite and >= 0, got {min_compile_time_s!r}")
-    path = default_compile_cache_dir() if path is None else os.fspath(path)
+    try:  # (bytes too: JAX's config takes only str, and refused them unnamed)
+        path = default_compile_cache_dir() if path is None else os.fsdecode(path)
+    except TypeError:
+        raise TypeError(
+            f"path must be a str, bytes or os.PathLike, got {type(path).__name__}"
+        ) from None
     if not path:
         raise ValueError("path must be a directory, got an empty string")
     path = os.path.abspath(os.path.expanduser(path))

@@ -6,6 +6,7 @@ runs in a subprocess; the in-process tests only check errors raised before anyth
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -141,6 +142,13 @@ def test_bad_arguments_are_refused_before_anything_is_set(tmp_path):
         jd.enable_compile_cache(not_a_dir / "sub")
     with pytest.raises(ValueError, match="path"):
         jd.enable_compile_cache("")
+    # (was os.fspath's "expected str, bytes or os.PathLike object, not int"; a bytes path
+    # created the directory, then JAX refused it: "new string config value must be None or
+    # of type str", naming nothing; now read as the str path, QA pass)
+    with pytest.raises(TypeError, match=r"path must be a str, bytes or os\.PathLike, got int"):
+        jd.enable_compile_cache(123)
+    with pytest.raises(ValueError, match=f"directory {re.escape(repr(str(not_a_dir)))}:"):
+        jd.enable_compile_cache(os.fsencode(not_a_dir))
     for t in (-1.0, float("nan"), float("inf"), "soon", None, True):
         with pytest.raises(ValueError, match="min_compile_time_s"):
             jd.enable_compile_cache(tmp_path, min_compile_time_s=t)
