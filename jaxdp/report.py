@@ -105,9 +105,19 @@ def _tolerances(dtype) -> tuple[float, float]:
 
 
 def eps_grid(points: int = DEFAULT_POINTS, lo: float = EPS_RANGE[0], hi: float = EPS_RANGE[1]):
-    """Log-spaced grid of ``points`` values in ``[lo, hi]`` (default dtype of jax)."""
+    """Log-spaced grid of ``points`` values in ``[lo, hi]`` (default dtype of jax).
+
+    Raises:
+        TypeError: ``points`` is not an integer.
+        ValueError: ``points < 2``, or not ``0 < lo < hi`` with both finite.
+    """
+    if isinstance(points, bool) or not isinstance(points, int | np.integer):
+        raise TypeError(f"points must be an integer, got {type(points).__name__}")
     if points < 2:
         raise ValueError(f"points must be >= 2, got {points}")
+    # (a decreasing grid, or nan/inf ends, came back as a grid; lo <= 0: "math domain error")
+    if not (0 < lo < hi < math.inf):
+        raise ValueError(f"lo and hi must satisfy 0 < lo < hi < inf, got lo={lo!r}, hi={hi!r}")
     return jnp.logspace(math.log10(lo), math.log10(hi), points)
 
 

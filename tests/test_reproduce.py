@@ -299,3 +299,23 @@ def test_float32_tables_do_not_report_rounding_as_failures():
     f = report.Finding("f", "c", "e", "range", "eps", (1e-3, 10.0, 40), 1, 1, 1, 1, 0, 1, (), "")
     text = report.table_markdown([f], dtype="float32")
     assert "below the exact value (relative 1e-05)" in text and "(relative 3e-05)" in text
+
+
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        # (a decreasing grid and nan/inf ends were returned as grids; lo <= 0 said "math
+        # domain error", a non-integer count "'float' object cannot be interpreted as an
+        # integer", both naming nothing; QA pass)
+        ({"lo": 10.0, "hi": 1.0}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
+        ({"lo": 0.0}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
+        ({"lo": float("nan")}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
+        ({"hi": float("inf")}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
+        ({"points": 8.5}, TypeError, "points must be an integer"),
+        ({"points": True}, TypeError, "points must be an integer"),
+        ({"points": 1}, ValueError, "points must be >= 2"),
+    ],
+)
+def test_eps_grid_refuses_what_is_not_a_log_grid(kwargs, error, match):
+    with pytest.raises(error, match=match):
+        report.eps_grid(**{"points": 8, **kwargs})
