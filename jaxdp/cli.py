@@ -8,9 +8,10 @@ explicitly, as the library itself never does).
 Compile cache: the CLI turns on JAX's persistent compilation cache (see
 :mod:`jaxdp.compile_cache`), so a second run loads the solvers instead of compiling them again
 (``jaxdp chernoff laplace --epsilon 1``: 2.9 s -> 1.5 s). The directory is
-``$JAXDP_COMPILE_CACHE`` if set (``off`` disables it), else JAX's own
-``$JAX_COMPILATION_CACHE_DIR`` if set, else :func:`jaxdp.default_compile_cache_dir`; the flag
-``--no-compile-cache`` disables it for one run. An unusable default directory only means no
+``$JAXDP_COMPILE_CACHE`` if set (``off``, ``none``, ``no``, ``false``, ``0`` or empty disable
+it), else JAX's own ``$JAX_COMPILATION_CACHE_DIR`` if set, else
+:func:`jaxdp.default_compile_cache_dir`; the flag ``--no-compile-cache`` (before or after the
+command's name) disables it for one run. An unusable default directory only means no
 cache; an unusable ``$JAXDP_COMPILE_CACHE`` is an error. Entries JAX cannot read (cut short
 by a process killed while writing them) are deleted after the run, with a one-line note,
 instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing`).
@@ -43,7 +44,10 @@ CACHE_ENV = "JAXDP_COMPILE_CACHE"
 COMMANDS: dict[str, tuple[str, str]] = {
     "reproduce": ("jaxdp.commands.reproduce", "regenerate the paper's figures with exact curves"),
     "chernoff": ("jaxdp.commands.chernoff", "exact Chernoff information of a mechanism pair"),
-    "calibrate": ("jaxdp.commands.calibrate", "noise scale for a Chernoff/KL/TV budget"),
+    "calibrate": (
+        "jaxdp.commands.calibrate",
+        "noise scale (or epsilon) for a Chernoff/KL/TV budget",
+    ),
     "sweep": ("jaxdp.commands.sweep", "chunked, sharded, resumable parameter sweep"),
     "bench": ("jaxdp.commands.bench", "run the benchmark suite"),
 }
@@ -120,19 +124,23 @@ def build_parser() -> argparse.ArgumentParser:
     from jaxdp import __version__
 
     parser.add_argument("--version", action="version", version=f"jaxdp {__version__}")
-    parser.add_argument(
-        "--no-compile-cache",
-        action="store_true",
-        help="do not use jaxdp's on-disk cache of compiled solvers (default: "
+    no_cache_help = (
+        "do not use jaxdp's on-disk cache of compiled solvers (default: "
         "$JAXDP_COMPILE_CACHE, else $JAX_COMPILATION_CACHE_DIR, else "
-        "$XDG_CACHE_HOME/jaxdp, ~/.cache/jaxdp when unset; JAXDP_COMPILE_CACHE=off also "
-        "disables it); a cache of JAX's own ($JAX_COMPILATION_CACHE_DIR) is left on, also "
-        "with this flag",
+        "$XDG_CACHE_HOME/jaxdp/xla-<host>, ~/.cache/jaxdp/xla-<host> when unset; "
+        "JAXDP_COMPILE_CACHE=off also disables it); a cache of JAX's own "
+        "($JAX_COMPILATION_CACHE_DIR) is left on, also with this flag"
     )
+    parser.add_argument("--no-compile-cache", action="store_true", help=no_cache_help)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for name, module in _available().items():
         p = sub.add_parser(name, help=COMMANDS[name][1], description=COMMANDS[name][1])
         module.add_parser(p)
+        # also after the command's name ('jaxdp chernoff ... --no-compile-cache' was an
+        # unrecognized argument); SUPPRESS: absent there, the top-level value stands
+        p.add_argument(
+            "--no-compile-cache", action="store_true", default=argparse.SUPPRESS, help=no_cache_help
+        )
         p.set_defaults(_run=module.run)
     return parser
 
@@ -222,7 +230,8 @@ def _compile_cache() -> str | None:
 
     env = os.environ.get(CACHE_ENV)
     if env is not None:
-        if env.strip().lower() in ("", "0", "off", "no", "false"):
+        # ('none' made a cache directory named ./none)
+        if env.strip().lower() in ("", "0", "off", "none", "no", "false"):
             return None
         try:
             return enable_compile_cache(env)

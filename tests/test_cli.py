@@ -368,3 +368,28 @@ def test_chernoff_table_shows_the_inputs_as_given(capsys):
         ["1", "0.30000000000000004"],
         ["1.000000001", "0.30000000000000004"],
     ]
+
+
+def test_no_compile_cache_is_taken_after_the_command_too(monkeypatch, capsys):
+    # 'jaxdp chernoff ... --no-compile-cache' was "unrecognized arguments"; absent after the
+    # name, the flag before it stands
+    import jaxdp.cli
+
+    calls = []
+    monkeypatch.setattr(jaxdp.cli, "_compile_cache", lambda: calls.append(1))
+    assert main(["chernoff", "laplace", "--epsilon", "1", "--no-compile-cache"]) == 0
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 0
+    assert calls == []
+    assert main(["chernoff", "laplace", "--epsilon", "1"]) == 0
+    assert calls == [1]
+
+
+@pytest.mark.parametrize("word", ["none", "None", " OFF "])
+def test_compile_cache_env_words_that_disable_it(monkeypatch, tmp_path, word):
+    # JAXDP_COMPILE_CACHE=none made a cache directory named ./none
+    import jaxdp.cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("JAXDP_COMPILE_CACHE", word)
+    assert jaxdp.cli._compile_cache() is None
+    assert list(tmp_path.iterdir()) == []
