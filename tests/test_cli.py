@@ -393,3 +393,27 @@ def test_compile_cache_env_words_that_disable_it(monkeypatch, tmp_path, word):
     monkeypatch.setenv("JAXDP_COMPILE_CACHE", word)
     assert jaxdp.cli._compile_cache() is None
     assert list(tmp_path.iterdir()) == []
+
+
+def test_randomized_response_rows_are_solved_in_blocks_of_max_k_outcomes(monkeypatch, capsys):
+    # memory grew with rows x k: eight epsilons at k = 2**24 took ~15 GB
+    import jax.numpy as jnp
+
+    import jaxdp
+    import jaxdp.commands.chernoff as cmd
+
+    argv = ["chernoff", "randomized_response", "--k", "3", "--json"]
+    for e in (0.5, 1.0, 2.0, 3.0):
+        argv += ["--epsilon", str(e)]
+    assert main(argv) == 0
+    whole = json.loads(capsys.readouterr().out)
+    sizes = []
+    solve = jaxdp.chernoff
+    monkeypatch.setattr(jaxdp, "chernoff", lambda P, Q: sizes.append(P.batch_shape) or solve(P, Q))
+    monkeypatch.setattr(cmd, "MAX_K", 7)  # two rows of 3 outcomes a block
+    assert main(argv) == 0
+    assert sizes == [(2,), (2,)]
+    assert json.loads(capsys.readouterr().out) == whole
+    e = jnp.asarray([r["epsilon"] for r in whole])
+    P, Q = jaxdp.mechanisms.randomized_response(e, 3)
+    assert [r["chernoff"] for r in whole] == jaxdp.chernoff(P, Q).information.tolist()

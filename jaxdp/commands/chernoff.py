@@ -81,33 +81,51 @@ def run(args: argparse.Namespace) -> int:
         k: (v if k == "k" else jnp.asarray(np.broadcast_to(np.asarray(v, float), (n,))))
         for k, v in given.items()
     }
-    try:
-        P, Q = make(**kwargs)
-    except TypeError as e:
-        raise ValueError(f"{args.mechanism}: {e}") from None
-    r = jd.chernoff(P, Q)
+    # rows in blocks of at most MAX_K outcomes in all: memory grows with rows x k (eight
+    # epsilons at k = 2**24 took ~15 GB and could end in the out-of-memory killer)
+    block = n if args.k is None else max(1, MAX_K // args.k)
+    parts = []
+    for lo in range(0, n, block):
+        sub = {k: (v if k == "k" else v[lo : lo + block]) for k, v in kwargs.items()}
+        try:
+            P, Q = make(**sub)
+        except TypeError as e:
+            raise ValueError(f"{args.mechanism}: {e}") from None
+        r = jd.chernoff(P, Q)
+        parts.append(
+            {
+                "chernoff": r.information,
+                "alpha": r.alpha,
+                "kl_pq": jd.kl(P, Q),
+                "kl_qp": jd.kl(Q, P),
+                "tv": jd.tv(P, Q),
+                "converged": r.converged,
+            }
+        )
     rows = {
-        "chernoff": r.information,
-        "alpha": r.alpha,
-        "kl_pq": jd.kl(P, Q),
-        "kl_qp": jd.kl(Q, P),
-        "tv": jd.tv(P, Q),
+        k: np.concatenate(
+            [
+                np.broadcast_to(np.asarray(p[k]), (min(block, n - i * block),))
+                for i, p in enumerate(parts)
+            ]
+        )
+        for k in parts[0]
     }
+    converged = rows.pop("converged")
     out = [
         {
             **{k: float(np.broadcast_to(v, (n,))[i]) for k, v in kwargs.items() if k != "k"},
             **({"k": args.k} if args.k is not None else {}),  # (was left out of every row)
-            **{k: float(np.asarray(v).reshape(-1)[i]) for k, v in rows.items()},
+            **{k: float(v[i]) for k, v in rows.items()},
         }
         for i in range(n)
     ]
     # (a pair the solver did not resolve, e.g. a shift ~1e308 scales: printed with exit 0
     # and nothing to tell it from the others)
-    converged = np.broadcast_to(np.asarray(r.converged), (n,))
     # (inf with converged False is an information beyond the largest float: the right value;
     # nan never is, and was printed with exit 0 and no warning, e.g. Laplace(0, 1e-200) vs
     # Laplace(-1.7e308, 1e-100))
-    unresolved = ~converged & ~np.isposinf(np.broadcast_to(np.asarray(r.information), (n,)))
+    unresolved = ~converged & ~np.isposinf(rows["chernoff"])
     if args.json:
         # strict JSON has no Infinity/NaN: non-finite numbers as strings, as `calibrate` does
         finite = [
