@@ -52,7 +52,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from jaxdp import conversions, mechanisms, membership, paper
+from jaxdp import _checks, conversions, mechanisms, membership, paper
 from jaxdp.chernoff import chernoff
 from jaxdp.divergences import kl
 
@@ -184,9 +184,21 @@ def _rr_engine(eps):
     return r.information, r.alpha, kl(P, Q), r.converged
 
 
-def fig2_data(eps) -> Fig2Data:
-    """Evaluate Figure 2's curves on ``eps`` (> 0): two jitted calls."""
+def _check_eps(eps) -> jax.Array:
+    """``eps`` as an array, refused (naming it) unless every value is positive and finite:
+    the curves' jitted calls gave nan rows for eps <= 0 and nan, without a word."""
     eps = jnp.asarray(eps)
+    _checks.check_positive("eps", eps)
+    return eps
+
+
+def fig2_data(eps) -> Fig2Data:
+    """Evaluate Figure 2's curves on ``eps`` (> 0): two jitted calls.
+
+    Raises:
+        ValueError: an ``eps`` that is not positive and finite.
+    """
+    eps = _check_eps(eps)
     paper_and_exact = _fig2_family(eps)
     engine = _rr_engine(eps)
     return Fig2Data(
@@ -233,8 +245,16 @@ def fig3_data(
     thetas: Sequence[float] = FIG3_THETAS,
     sensitivity: float = 1.0,
 ) -> Fig3Data:
-    """Evaluate Figure 3's curves (one jitted call; ``shifts`` in units of ``sensitivity``)."""
-    eps = jnp.asarray(eps)
+    """Evaluate Figure 3's curves (one jitted call; ``shifts`` in units of ``sensitivity``).
+
+    Raises:
+        ValueError: ``eps``, ``thetas`` or ``sensitivity`` not positive and finite, or
+            ``shifts`` not finite.
+    """
+    eps = _check_eps(eps)
+    _checks.check_finite("shifts", np.asarray(shifts, float))
+    _checks.check_positive("thetas", np.asarray(thetas, float))
+    _checks.check_positive("sensitivity", np.asarray(sensitivity, float))
     dtype = eps.dtype
     shift = jnp.asarray(shifts, dtype)[:, None, None] * sensitivity
     theta = jnp.asarray(thetas, dtype)[None, :, None]
@@ -287,10 +307,16 @@ _MEMBERSHIP: dict[int, Callable] = {}
 
 
 def membership_data(eps, n: int, *, delta: float = FIG45_DELTA) -> MembershipData:
-    """Evaluate Figures 4-5's curves for ``n`` releases (one jitted call per ``n``)."""
+    """Evaluate Figures 4-5's curves for ``n`` releases (one jitted call per ``n``).
+
+    Raises:
+        ValueError: an ``eps`` that is not positive and finite, or ``delta`` outside [0, 1]
+            (and ``n`` as :func:`jaxdp.membership.best_advantage_laplace` refuses it).
+    """
+    eps = _check_eps(eps)
+    _checks.check_unit_interval("delta", np.asarray(delta, float))
     if n not in _MEMBERSHIP:
         _MEMBERSHIP[n] = _membership_family(n)
-    eps = jnp.asarray(eps)
     bounds, e40, lap = _MEMBERSHIP[n](eps, jnp.asarray(delta, eps.dtype))
     return MembershipData(
         _np(eps),

@@ -319,3 +319,21 @@ def test_float32_tables_do_not_report_rounding_as_failures():
 def test_eps_grid_refuses_what_is_not_a_log_grid(kwargs, error, match):
     with pytest.raises(error, match=match):
         report.eps_grid(**{"points": 8, **kwargs})
+
+
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: report.fig2_data([-1.0, 1.0]), "eps must be positive"),
+        (lambda: report.fig2_data([float("nan")]), "eps contains NaN"),
+        (lambda: report.fig3_data([1.0], sensitivity=-1.0), "sensitivity must be positive"),
+        (lambda: report.fig3_data([1.0], thetas=[-1.0]), "thetas must be positive"),
+        (lambda: report.fig3_data([1.0], shifts=[float("inf")]), "shifts must be finite"),
+        (lambda: report.membership_data([0.0], 1), "eps must be positive"),
+        (lambda: report.membership_data([1.0], 1, delta=2.0), r"delta must lie in \[0, 1\]"),
+    ],
+)
+def test_curve_data_refuse_bad_inputs_naming_them(call, match):
+    # they returned nan curves (or, for a negative theta, curves of a mirrored pair)
+    with pytest.raises(ValueError, match=match):
+        call()
