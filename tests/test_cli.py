@@ -417,3 +417,14 @@ def test_randomized_response_rows_are_solved_in_blocks_of_max_k_outcomes(monkeyp
     e = jnp.asarray([r["epsilon"] for r in whole])
     P, Q = jaxdp.mechanisms.randomized_response(e, 3)
     assert [r["chernoff"] for r in whole] == jaxdp.chernoff(P, Q).information.tolist()
+
+
+def test_tables_stay_aligned_for_long_inputs(capsys):
+    # an input text longer than 14 characters pushed its row out of line
+    argv = ["chernoff", "laplace", "--epsilon", "0.30000000000000004", "--epsilon", "1"]
+    assert main(argv) == 0
+    lines = capsys.readouterr().out.splitlines()[:3]
+    assert len({len(line) for line in lines}) == 1, lines
+    assert main(["calibrate", "gaussian", "--budget", "0.30000000000000004", "--budget", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()[1:5]
+    assert len({len(line) for line in lines}) == 1, lines

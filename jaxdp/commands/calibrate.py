@@ -117,15 +117,15 @@ def run(args: argparse.Namespace) -> int:
             f"{args.mechanism}: {name} for a {args.metric} budget ({unit}), "
             f"{args.compositions}-fold composition, sensitivity {as_given(args.sensitivity)}"
         )
-        header = f"{'budget':>14}  {name:>22}  {'achieved':>22}  {'converged':>9}  {'iters':>5}"
+        given = [as_given(b) for b in budgets]
+        w = max(14, *map(len, given))  # (a longer budget pushed its row out of line)
+        header = f"{'budget':>{w}}  {name:>22}  {'achieved':>22}  {'converged':>9}  {'iters':>5}"
         print(header)
         print("-" * len(header))
         # (the budget as given: 6 significant digits showed a tv budget of 0.99999999 as 1, a
         # budget that constrains nothing, beside a positive scale)
-        for b, p, a, c, i in zip(budgets, param, achieved, converged, iterations, strict=True):
-            print(
-                f"{as_given(b):>14}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}"
-            )
+        for b, p, a, c, i in zip(given, param, achieved, converged, iterations, strict=True):
+            print(f"{b:>{w}}  {p:>22.17g}  {a:>22.17g}  {'yes' if c else 'NO':>9}  {i:>5d}")
     if not converged.all():
         print("jaxdp: warning: some budgets did not converge", file=sys.stderr)
         return 1

@@ -135,15 +135,13 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(finite, indent=2, allow_nan=False))
     else:
         cols = list(out[0])
-        print("  ".join(f"{c:>14}" for c in cols))
         # (the inputs as given: with 8 significant digits, --epsilon 1 --epsilon 1.000000001
         # read as two rows of epsilon 1)
-        for row in out:
-            print(
-                "  ".join(
-                    f"{as_given(row[c]):>14}" if c in given else f"{row[c]:>14.8g}" for c in cols
-                )
-            )
+        cells = [[as_given(row[c]) if c in given else f"{row[c]:.8g}" for c in cols] for row in out]
+        # (columns as wide as their longest text: 0.30000000000000004 pushed its row out)
+        widths = [max(14, *(len(r[j]) for r in cells)) for j in range(len(cols))]
+        for line in [cols, *cells]:
+            print("  ".join(f"{t:>{w}}" for t, w in zip(line, widths, strict=True)))
         print(
             "(chernoff, kl_pq, kl_qp in nats; alpha: the maximiser a*; tv: best membership "
             "advantage)"
