@@ -220,6 +220,16 @@ def test_bench_relative_out_is_the_users_directory(bench_calls, tmp_path, monkey
     assert cmd[cmd.index("--out") + 1] == str(work / "relres") and (work / "relres").is_dir()
 
 
+def test_bench_passes_the_runners_other_options(bench_calls, capsys):
+    # --no-extras and --step-timeout of benchmarks/run.py were "unrecognized arguments"
+    assert main(["bench", "--quick", "--no-extras", "--step-timeout", "90"]) == 0
+    ((cmd, _),) = bench_calls
+    assert cmd[2:] == ["--quick", "--no-extras", "--step-timeout", "90.0"]
+    assert main(["bench", "--step-timeout", "nan"]) == 2
+    assert capsys.readouterr().err.startswith("jaxdp: error: --step-timeout must be positive")
+    assert len(bench_calls) == 1
+
+
 @pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux /proc")
 def test_bench_unusable_out_is_one_line_before_the_run(bench_calls, capsys):
     # was an 18-line FileNotFoundError traceback from the runner, exit 1 (QA pass)

@@ -1,4 +1,4 @@
-"""``jaxdp bench [--quick] [--out DIR]``: run the benchmark suite of a source checkout.
+"""``jaxdp bench [--quick] [--out DIR] ...``: run the benchmark suite of a source checkout.
 
 The benchmarks are programs in the repository's ``benchmarks/`` directory (not part of the
 installed package). This command finds ``benchmarks/run.py`` next to the imported ``jaxdp``
@@ -33,6 +33,16 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--all-cores", action="store_true", help="do not pin the CPU speed runs to one core"
     )
+    parser.add_argument(
+        "--no-extras", action="store_true", help="skip the calibration and sweep benchmarks"
+    )
+    parser.add_argument(
+        "--step-timeout",
+        type=float,
+        default=None,
+        metavar="S",
+        help="seconds before a step of the runner is killed",
+    )
 
 
 def find_runner() -> Path | None:
@@ -57,9 +67,13 @@ def run(args: argparse.Namespace) -> int:
     if args.speed_only and args.accuracy_only:
         raise ValueError("--speed-only and --accuracy-only exclude each other")
     cmd = [sys.executable, str(runner)]
-    for flag in ("quick", "speed_only", "accuracy_only", "gpu", "all_cores"):
+    for flag in ("quick", "speed_only", "accuracy_only", "gpu", "all_cores", "no_extras"):
         if getattr(args, flag):
             cmd.append("--" + flag.replace("_", "-"))
+    if args.step_timeout is not None:
+        if not (args.step_timeout > 0 and args.step_timeout < float("inf")):
+            raise ValueError(f"--step-timeout must be positive and finite, got {args.step_timeout}")
+        cmd += ["--step-timeout", repr(args.step_timeout)]
     if args.out is not None:
         # absolute: the runner's cwd is the checkout root, not the user's
         cmd += ["--out", os.path.abspath(prepare_out_dir(args.out))]
