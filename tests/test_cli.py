@@ -438,3 +438,10 @@ def test_tables_stay_aligned_for_long_inputs(capsys):
     assert main(["calibrate", "gaussian", "--budget", "0.30000000000000004", "--budget", "1"]) == 0
     lines = capsys.readouterr().out.splitlines()[1:5]
     assert len({len(line) for line in lines}) == 1, lines
+
+
+def test_sweep_dry_run_counts_one_point_in_the_singular(tmp_path, capsys):
+    spec = tmp_path / "one.toml"
+    spec.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0]\n')
+    assert main(["--no-compile-cache", "sweep", str(spec), "--dry-run"]) == 0
+    assert "= 1 point, 1 chunk(s) of 1," in capsys.readouterr().out  # was '1 points'

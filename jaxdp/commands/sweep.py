@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         size = min(args.chunk_size or spec.chunk_size or default, spec.size)
         shape = " x ".join(str(s) for s in spec.shape) or "1"
         print(
-            f"{spec.mechanism}: {len(spec.quantities)} quantities on {shape} = {spec.size} points, "
+            f"{spec.mechanism}: {len(spec.quantities)} quantities on {shape} = "
+            f"{_points(spec.size)}, "
             f"{-(-spec.size // size)} chunk(s) of {size}, {len(jax.devices())} device(s)"
         )
         return 0
@@ -190,8 +191,12 @@ def run(args: argparse.Namespace) -> int:
     result = sweep(spec, args.out, chunk_size=args.chunk_size, quiet=args.quiet, csv=args.csv)
     if not args.quiet and jax.process_index() == 0:
         if result.computed:
-            note = f"{result.n_points} points, {result.points_per_second:,.0f} points/s"
+            note = f"{_points(result.n_points)}, {result.points_per_second:,.0f} points/s"
         else:
-            note = f"{result.n_points} points, all chunks were already done"
+            note = f"{_points(result.n_points)}, all chunks were already done"
         print(f"wrote {result.results} ({note})", file=sys.stderr)
     return 0
+
+
+def _points(n: int) -> str:
+    return f"{n} point" if n == 1 else f"{n} points"  # ('1 points')
