@@ -366,11 +366,16 @@ def eq31_max(eps: ArrayLike) -> jax.Array:
     ``eps > 0.5424595944`` and negative for ``eps > asinh(e/2)/2 = 0.5570007484``.
     """
     (eps,) = _inexact(eps)
-    at0, at1 = eq31(eps, jnp.zeros_like(eps)), eq31(eps, jnp.ones_like(eps))
+    # eps = 0: -log(2 eps), with the limit slope -inf of both ends (reverse mode gave nan:
+    # the end not taken has a zero cotangent times its infinite slope); finite stand-ins in
+    # the branch not taken
+    zero = eps == 0
+    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    at0, at1 = eq31(e, jnp.zeros_like(e)), eq31(e, jnp.ones_like(e))
     # (not jnp.maximum, whose derivative at a tie is the mean of the two: at eps = inf, where
     # both ends are -inf, -1.5 instead of the limit -1 of the alpha -> 0 end that wins above
     # acosh(e/2))
-    return jnp.where(at0 >= at1, at0, at1)
+    return jnp.where(zero, -(_LOG2 + jnp.log(e0)), jnp.where(at0 >= at1, at0, at1))
 
 
 @_checked(eps=_nonnegative, alpha=_positive)
@@ -475,11 +480,16 @@ def eq43(eps: ArrayLike) -> jax.Array:
     Claim: bounds the maximiser of (30) (whose true sup is at ``alpha -> 0``, see
     :func:`eq30_max`). The value lies in ``(0, 1]`` only for ``eps`` in
     ``[0.2138543272, 0.4884751974)``: it exceeds 1 below and is negative above (tends to -1).
-    ``eps = 0`` gives +inf and ``eps = inf`` gives -1 (the limits). The log is evaluated as
-    :func:`_log_eq43`.
+    ``eps = 0`` gives +inf and ``eps = inf`` gives -1 (the limits), with the limit slopes
+    ``-inf`` and 0. The log is evaluated as :func:`_log_eq43`.
     """
     (eps,) = _inexact(eps)
-    return _log_eq43(eps) / (2 * eps) - 1
+    # eps = 0: log(2)/(2 eps), the leading term, whose slope is -inf (the quotient rule's
+    # was inf - inf = nan); finite stand-ins in the branch not taken (its zero cotangent
+    # times an infinite slope is nan)
+    zero = eps == 0
+    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    return jnp.where(zero, _LOG2 / (2 * e0), _log_eq43(e) / (2 * e) - 1)
 
 
 @_checked(eps=_nonnegative, alpha=_unit_interval)
@@ -548,7 +558,8 @@ def fig2_ub1(eps: ArrayLike) -> jax.Array:
     ``eps > 0.4683229095``, negative for ``eps > 0.4807986983``. The limits are returned at
     ``eps = 0``, +inf (the value grows like :math:`\log 2/(2\varepsilon)`), and at
     ``eps = inf``, :math:`-1 - \log(3/2)` (:math:`\varepsilon(\alpha^*_{alt} + 1) \to
-    \log 2`); as written both are NaN (``eq31(0, inf)``, ``eq31(inf, -1)``).
+    \log 2`), with the limit slopes ``-inf`` and 0; as written both are NaN
+    (``eq31(0, inf)``, ``eq31(inf, -1)``).
 
     Evaluated as :math:`\alpha - \log(2\sinh u)` with :math:`u = \varepsilon(\alpha + 1) =
     \frac12\log\frac{4\varepsilon+2}{\varepsilon+1}` taken from the identity, not from the
@@ -572,10 +583,16 @@ def fig2_ub2(eps: ArrayLike) -> jax.Array:
     :math:`\alpha^*_{ub,I}` minimises the convex (31), this is the *smallest* value of the
     (31) objective, not the bound :func:`eq31_max`. Truth: below
     :math:`\log\cosh(\varepsilon/2)` for ``eps > 0.4679251432``, negative for
-    ``eps > 0.4797491090``, NaN for ``eps >= 1``.
+    ``eps > 0.4797491090``, NaN for ``eps >= 1``. ``eps = 0`` gives +inf with the limit
+    slope ``-inf``.
     """
     (eps,) = _inexact(eps)
-    return eq31(eps, alpha_ub1(eps))
+    # eps = 0: -log(2 eps), the leading term, whose slope is -inf (reverse mode gave nan:
+    # the cotangent of alpha there is eps times an infinite one, 0 * inf); finite stand-ins
+    # in the branch not taken
+    zero = eps == 0
+    e, e0 = jnp.where(zero, 0.5, eps), jnp.where(zero, eps, 1.0)
+    return jnp.where(zero, -(_LOG2 + jnp.log(e0)), eq31(e, alpha_ub1(e)))
 
 
 @_checked(eps=_nonnegative, alpha=_not_nan)

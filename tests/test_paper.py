@@ -312,6 +312,22 @@ def test_derivatives_match_finite_differences_and_their_limits_at_infinity():
     assert float(jax.grad(paper.eq56)(np.inf, 0.5)) == 0.5
 
 
+def test_slopes_at_zero_are_the_limit_minus_infinity():
+    # at eps = 0 each is +inf like log(2)/(2 eps) (eq43, fig2_ub1) or -log(2 eps): slope
+    # -inf. eq43 and fig2_ub1 gave nan (the quotient rule's inf - inf), fig2_ub2 and eq31_max
+    # nan in reverse mode (a zero cotangent times an infinite slope); at 1e-300 the slope
+    # is ~-1e300 (eq43, fig2_ub1: -3.5e599, -inf), not nan from the branch not taken.
+    names = ("eq43", "fig2_ub1", "fig2_ub2", "eq31_max", "eq30_max", "eq32_max")
+    fs = [getattr(paper, n) for n in names]
+
+    def slopes(e):
+        return jnp.stack([jnp.stack([jax.grad(f)(e), jax.jvp(f, (e,), (1.0,))[1]]) for f in fs])
+
+    g = np.asarray(jax.jit(jax.vmap(slopes))(jnp.asarray([0.0, 1e-300])))
+    np.testing.assert_array_equal(g[0], -np.inf)
+    assert np.all(g[1] < -0.99e300), g[1]
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
