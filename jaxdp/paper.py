@@ -191,13 +191,14 @@ def _log_sinhc(v: jax.Array) -> jax.Array:
 
     ``log1p(sinh(v)/v - 1)`` (series) for ``v <= 1``; above, ``log(2 sinh v) - log(2v)``
     (the two logs are within a factor 10 of the difference there: ~10 ulp); ``+inf`` at
-    ``v = inf``.
+    ``v = inf``, with the limit slope 1 of :math:`\coth v - 1/v` (a constant ``inf`` had
+    slope 0: :func:`eq32`'s eps-slope at ``eps = inf`` was 0, not ``-alpha``).
     """
     small = v <= 1
     vs = jnp.where(small, v, 0.0)
     vl = jnp.where(small | (v == jnp.inf), 2.0, v)
     large = _log_2sinh(vl) - jnp.log(2 * vl)
-    return jnp.where(small, jnp.log1p(sp.sinhc_m1(vs)), jnp.where(v == jnp.inf, jnp.inf, large))
+    return jnp.where(small, jnp.log1p(sp.sinhc_m1(vs)), jnp.where(v == jnp.inf, v, large))
 
 
 def _kl_scale_term(theta: jax.Array) -> jax.Array:
