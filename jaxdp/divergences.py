@@ -116,9 +116,16 @@ def _renyi(P, Q, order, with_kl=True):
     log_c = raw_log_bc(P, Q, safe)
     # An infinite log C (the integral diverges above 1, or vanishes below) is an infinite
     # divergence on a whole range of orders, constant there: its order derivative is 0, not
-    # the quotient rule's -inf/(l - 1)^2 (found by a QA pass), as its parameter derivatives are.
+    # the quotient rule's -inf/(l - 1)^2 (found by a QA pass). Its parameter derivatives are
+    # log C's over l - 1: 0 where the kernel's infinite log C is constant, the rate where a
+    # mass vanishes (categorical pairs: randomized response at eps = inf, 1 for l >= 1/2; it
+    # was 0); |log C| over |l - 1|, which is +inf, as before.
     finite = jnp.isfinite(log_c)
-    value = jnp.where(finite, jnp.where(finite, log_c, 0.0) / (safe - 1.0), jnp.inf)
+    value = jnp.where(
+        finite,
+        jnp.where(finite, log_c, 0.0) / (safe - 1.0),
+        jnp.abs(log_c) / lax.stop_gradient(jnp.abs(safe - 1.0)),
+    )
     # (nan, not a number from the formula, for an order <= 0 that the eager check missed)
     # (a mask, not a where: nan in the derivatives too)
     value = value * jnp.where(jnp.isnan(log_c) | ~(order > 0), jnp.nan, 1.0)

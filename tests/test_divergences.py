@@ -608,16 +608,39 @@ def test_kl_slope_of_randomized_response_at_infinite_epsilon():
     np.testing.assert_array_equal(np.asarray(fwd), [1.0, 2.0])
 
 
+def test_rate_slopes_of_randomized_response_at_infinite_epsilon():
+    # At eps = inf (disjoint rows) the slopes were 0, forward and reverse; their limits as
+    # eps -> inf (mpmath, 200 digits, at eps = 200 and 600): Chernoff information (and
+    # Bhattacharyya) 1/2, log C_a -min(a, 1 - a), so Renyi min(l, 1 - l)/(1 - l) below
+    # order 1 (1 from 1/2) and 1 above (log C_l = +inf there: a blow-up, not an empty sum).
+    def f(e):
+        P, Q = jd.mechanisms.randomized_response(e, 3)
+        info = jd.chernoff(P, Q).information[None]
+        return jnp.concatenate([info, jd.renyi(P, Q, jnp.asarray([0.3, 0.7, 2.0]))])
+
+    want = [0.5, 3 / 7, 1.0, 1.0]
+    slopes = jax.jit(lambda e: (jax.jacrev(f)(e), jax.jacfwd(f)(e)))
+    for got in slopes(jnp.inf):  # (one compilation)
+        np.testing.assert_allclose(np.asarray(got), want, rtol=1e-15, atol=0)
+
+
 def test_forward_derivatives_of_disjoint_categoricals_are_zero():
-    # disjoint supports: C_a = 0 for every parameter nearby, so the coefficient, Hellinger
-    # distance, Chernoff information and log C_a are constant (inf, 1, inf, -inf). Forward
-    # mode gave nan (log of the empty sum: tangent 0/0); reverse mode gave 0.
-    def f(t):
-        P = jd.Categorical.from_log_probs(jnp.stack([0.0 * t, -jnp.inf, jnp.log(t)]) - jnp.log1p(t))
+    # disjoint supports whose zero masses do not move: C_a = 0 for every parameter nearby,
+    # so the coefficient, Hellinger distance, Chernoff information and log C_a are constant
+    # (inf, 1, inf, -inf). Forward mode gave nan (log of the empty sum: tangent 0/0); reverse
+    # mode gave 0. A zero mass whose log moves (-inf - log1p(t)) is read as vanishing at that
+    # rate, as kl reads it (kernels.categorical._at_rate): log C_a then has the slope of its
+    # leading term, a d log p_1 = -0.3/(1 + t), the limit of the slopes with -inf -> -R.
+    def f(t, moving):
+        lp = jnp.stack([-jnp.log1p(t), -jnp.inf, jnp.log(t) - jnp.log1p(t)])
+        lp = lp.at[1].set(-jnp.inf - jnp.log1p(t) * moving)
+        P = jd.Categorical.from_log_probs(lp)
         Q = jd.Categorical.from_log_probs(jnp.asarray([-jnp.inf, 0.0, -jnp.inf]))
         return jnp.stack([jd.hellinger(P, Q), jd.log_bc(P, Q, 0.3)])
 
-    np.testing.assert_array_equal(np.asarray(jax.jit(jax.jacfwd(f))(0.5)), 0.0)
+    slopes = jax.jit(jax.vmap(jax.jacfwd(f), (None, 0)))
+    got = np.asarray(slopes(0.5, jnp.asarray([0.0, 1.0])))
+    np.testing.assert_allclose(got, [[0, 0], [0, -0.2]])
 
 
 def test_amgm_deficit_outside_the_unit_interval_vs_mpmath():

@@ -123,7 +123,7 @@ def exponent(a, lp, lq):
 def log_bc(P, Q, a):
     lp, lq = P.log_probs, Q.log_probs
     a_ = jnp.asarray(a)[..., None]
-    direct = _logsumexp(exponent(a_, lp, lq))
+    direct = _at_rate(_logsumexp(exponent(a_, lp, lq)), a_, lp, lq)
     deficit = _deficit_any_order(a_, lp, lq)
     return combine(a, direct, deficit)
 
@@ -178,6 +178,43 @@ def _inf_at_rate(p, lq):
 def _inf_at_rate_jvp(primals, tangents):
     p, lq = primals
     return _inf_at_rate(p, lq), -p * tangents[1]
+
+
+@jax.custom_jvp
+def _at_rate(direct, a_, lp, lq):
+    r"""``direct`` (:math:`\log C_a`). Where it is infinite (no finite term: disjoint
+    supports, ``-inf``; an order above 1 with a point where :math:`p_k > 0 = q_k`, ``+inf``)
+    its tangent is the rate at which the dominant terms vanish or blow up, as in
+    :func:`_inf_at_rate`: a zero mass whose log moves by ``dl`` is read as a mass vanishing at
+    that rate. A term's exponent :math:`a\log p_k + (1 - a)\log q_k` then goes to
+    :math:`\mp\infty` as :math:`c_k` times a common rate, :math:`c_k` the sum of the
+    coefficients of its zero masses (:math:`a` for :math:`p_k = 0`, :math:`1 - a` for
+    :math:`q_k = 0`); the terms of least :math:`c_k` dominate, and the tangent is theirs,
+    from the zero masses only (none from the other mass, whose own term is finite: as
+    :func:`_inf_at_rate` takes none from ``p``), tied terms weighted by their finite parts.
+    Randomized response at :math:`\varepsilon = \infty`: :math:`d\log C_a/d\varepsilon
+    = -\min(a, 1 - a)`, the limit of the slope (it was 0). Zero masses that do not move
+    keep the derivative 0; no tangent in ``a`` there (the formula's, 0).
+    """
+    return direct
+
+
+@_at_rate.defjvp
+def _at_rate_jvp(primals, tangents):
+    direct, a_, lp, lq = primals
+    t_direct, _, tlp, tlq = tangents
+    zp, zq = lp == -jnp.inf, lq == -jnp.inf
+    c = jnp.where(zp, a_, 0.0) + jnp.where(zq, 1.0 - a_, 0.0)
+    lead = c == -_max(-c)
+    finite = a_ * jnp.where(zp, 0.0, lp) + (1.0 - a_) * jnp.where(zq, 0.0, lq)
+    finite = jnp.where(lead, finite, -jnp.inf)
+    w = jnp.exp(finite - lax.stop_gradient(_max(finite)))
+    w = w / _sum(w)[..., None]
+    # (wheres, not products: a zero mass outside the leading terms may carry a nan tangent)
+    t = jnp.where(zp & lead, a_ * tlp, 0.0) + jnp.where(zq & lead, (1.0 - a_) * tlq, 0.0)
+    rate = _sum(jnp.where(lead, w * t, 0.0))
+    tangent = jnp.where(jnp.isinf(direct), rate, t_direct)
+    return direct, tangent.astype(direct.dtype)
 
 
 def kl_terms(lp, lq, *, normalized=True):
