@@ -145,6 +145,16 @@ def _log_2sinh(u: jax.Array) -> jax.Array:
     return u + jnp.log(-jnp.expm1(-2 * u))
 
 
+def _log_2sinh_at(eps: jax.Array, k: jax.Array) -> jax.Array:
+    """``_log_2sinh(eps * k)``, at ``eps = 0`` as its leading term ``log(2 eps) + log|k|``
+    (``-inf``) with the limit slopes ``1/eps = inf`` and ``1/k`` (the product rule's slope in
+    ``k`` was ``eps coth(0) = 0 * inf = nan``); finite stand-ins in the branch not taken."""
+    zero = eps == 0
+    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    k1, k0 = jnp.where(zero, 1.0, k), jnp.where(zero, k, 1.0)
+    return jnp.where(zero, jnp.log(2 * e0) + jnp.log(jnp.abs(k0)), _log_2sinh(e * k1))
+
+
 def _atanh(x: jax.Array) -> jax.Array:
     """``atanh(x) = log1p(2x/(1-x))/2`` for ``0 <= x < 1`` (XLA's ``log1p`` of a negative
     argument, used by ``jnp.arctanh``, is off by ~1e-14 relative at ``x ~ 0.4``)."""
@@ -298,7 +308,8 @@ def eq30(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
         alpha: any real(s) (the paper uses ``(0, 1)``); broadcasts with ``eps``.
     """
     eps, alpha = _inexact(eps, alpha)
-    return jnp.log1p(alpha) - _log_2sinh(eps * (alpha + 1))
+    # (eps = 0: +inf, with the limit slopes -inf in eps and 0 in alpha; that was nan)
+    return jnp.log1p(alpha) - _log_2sinh_at(eps, alpha + 1)
 
 
 @_checked(eps=_nonnegative)
@@ -344,7 +355,9 @@ def eq31(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
         alpha: any real(s) (the paper uses ``(0, 1]``); broadcasts with ``eps``.
     """
     eps, alpha = _inexact(eps, alpha)
-    return alpha - _log_2sinh(eps * (alpha + 1))
+    # (eps = 0: +inf, with the limit slopes -inf in eps and alpha/(1 + alpha) in alpha; that
+    # was nan)
+    return alpha - _log_2sinh_at(eps, alpha + 1)
 
 
 @_checked(eps=_nonnegative)

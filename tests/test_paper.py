@@ -332,6 +332,17 @@ def test_slopes_at_zero_are_the_limit_minus_infinity():
     assert np.all(g[1] < -0.99e300), g[1]
 
 
+def test_alpha_slopes_at_zero_are_the_limits():
+    # eq30 and eq31 are +inf at eps = 0 for every alpha; d/dalpha of log(2 sinh(eps(alpha +
+    # 1))) is eps coth(eps(alpha + 1)) -> 1/(alpha + 1), so their alpha-slopes tend to 0 and
+    # alpha/(1 + alpha). They were nan (eps coth(0) = 0 * inf).
+    a = jnp.asarray([0.0, 0.5, 3.0])
+    for f, want in ((paper.eq30, 0 * a), (paper.eq31, a / (1 + a))):
+        for d in (jax.grad, jax.jacfwd):
+            got = jax.vmap(d(f, argnums=1), (None, 0))(0.0, a)
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-15, atol=0)
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
