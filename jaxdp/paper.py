@@ -526,8 +526,11 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     :math:`\log\cosh(\varepsilon/2)`, it fails below a similar threshold (0.49509 at eps = 1).
     """
     eps, alpha = _inexact(eps, alpha)
-    # alpha = 0: 0 for every eps, so also at eps = inf (0 * inf was NaN)
-    x = jnp.where(alpha == 0, 0.0, alpha * eps)
+    # alpha = 0: 0 for every eps, so also at eps = inf (0 * inf was NaN); a finite stand-in
+    # for eps in the branch not taken (its zero cotangent times eps = inf made the
+    # alpha-slope nan there, limit 0)
+    zero = alpha == 0
+    x = jnp.where(zero, 0.0, alpha * jnp.where(zero, 1.0, eps))
     return _x_tanh_half(x)
 
 

@@ -310,6 +310,8 @@ def test_derivatives_match_finite_differences_and_their_limits_at_infinity():
     # eq56 = (alpha eps) tanh(alpha eps / 2) shares eq22's form: its eps-slope at eps = inf is
     # the limit alpha (it was NaN, tanh' * inf)
     assert float(jax.grad(paper.eq56)(np.inf, 0.5)) == 0.5
+    # at alpha = 0 it is 0 for every eps: alpha-slope 0, also at eps = inf (it was nan)
+    assert float(jax.grad(paper.eq56, argnums=1)(np.inf, 0.0)) == 0.0
     # eq32 = -log(2 eps) - log(sinh(v)/v), v = alpha eps: its eps-slope tends to -alpha (it was
     # 0 at eps = inf: log(sinh(v)/v) was a constant inf there, not one of slope 1)
     for d in (jax.grad, jax.jacfwd):
