@@ -110,3 +110,18 @@ def test_quadrature_section(bench):
     assert row["nodes_per_pair"] > row["plain_nodes_per_pair"] > 0
     for header in ("## jaxdp.chernoff vs mpmath", "## The paper's formulas", "## Quadrature"):
         assert header in md
+
+
+def test_families_without_a_quadrature_pair_do_not_crash_the_checks(tmp_path):
+    # --families DiscreteLaplace (or Categorical) leaves the quadrature section, on by
+    # default, without an error column: the checks took max() of nothing, a ValueError after
+    # all the work, and no accuracy.json was written
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_accuracy_smoke", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    argv = ["--tiny", "--families", "DiscreteLaplace", "--sections", "quadrature"]
+    assert mod.main([*argv, "--out", str(tmp_path)]) == 0
+    res = json.loads((tmp_path / "accuracy.json").read_text())
+    assert res["quadrature"]["rows"] and res["checks"] == []
