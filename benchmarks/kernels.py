@@ -33,11 +33,20 @@ import json
 import re
 import resource
 import statistics
+import sys
 import tempfile
 import time
+from pathlib import Path
 
-import jax
-import jax.numpy as jnp
+# this checkout's jaxdp, as the other benchmark programs import it (not an installed one:
+# run at two commits, the script would otherwise time the same installed tree twice)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import _harness as H
+
+H.repo_on_path()
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -125,3 +126,21 @@ def test_families_without_a_quadrature_pair_do_not_crash_the_checks(tmp_path):
     assert mod.main([*argv, "--out", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "accuracy.json").read_text())
     assert res["quadrature"]["rows"] and res["checks"] == []
+
+
+def test_kernels_script_imports_this_checkouts_jaxdp(tmp_path):
+    # kernels.py imported whichever jaxdp came first on the path (its own folder is
+    # benchmarks/, so an installed jaxdp, not this checkout's): "run it at two commits" timed
+    # the same installed tree twice. A decoy jaxdp first on PYTHONPATH must not be imported.
+    decoy = tmp_path / "jaxdp"
+    decoy.mkdir()
+    (decoy / "__init__.py").write_text("raise ImportError('decoy jaxdp imported')\n")
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "kernels.py"), "--help"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(tmp_path)},
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
