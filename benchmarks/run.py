@@ -538,7 +538,7 @@ def main(argv=None) -> int:
     started = time.perf_counter()
     pinned = not args.gpu and not args.all_cores
     accuracy = [py, str(HERE / "bench_accuracy.py"), *quick, "--out", str(out)]
-    extras = not args.gpu and not args.no_extras and not args.speed_only
+    extras = not (args.gpu or args.no_extras or args.speed_only or args.accuracy_only)
     calibrate = _optional_cmd("calibrate", args, out) if extras else None
     sweep = _optional_cmd("sweep", args, out) if extras else None
     # With the speed runs pinned to CPU 0, a second CPU takes the accuracy suite (it times

@@ -144,3 +144,24 @@ def test_kernels_script_imports_this_checkouts_jaxdp(tmp_path):
         env={**os.environ, "PYTHONPATH": str(tmp_path)},
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_run_accuracy_only_runs_the_accuracy_suite_alone(tmp_path, monkeypatch):
+    # run.py --accuracy-only also started bench_calibrate.py (a timed suite) and
+    # bench_sweep.py (1e6 and 1e7 points, minutes): the steps are recorded, not run
+    import importlib.util
+
+    path = REPO / "benchmarks" / "run.py"
+    spec = importlib.util.spec_from_file_location("_bench_run_smoke", path)
+    run = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(run)
+    scripts = []
+
+    def fake_run(cmd, log, timeout=None, cpu=None, background=False):
+        scripts.append(Path(cmd[1]).name)
+        log.append({"command": " ".join(cmd[1:]), "rc": 0, "seconds": 0.0})
+        return 0
+
+    monkeypatch.setattr(run, "_run", fake_run)
+    assert run.main(["--accuracy-only", "--out", str(tmp_path)]) == 0
+    assert scripts == ["bench_accuracy.py"]
