@@ -3,7 +3,8 @@
 Runs the program in a subprocess on tiny sizes (Laplace pairs, a 40-point eps grid, the
 quadrature at its default level) and checks that its JSON holds real numbers that pass the
 benchmark's own accuracy thresholds, and that the paper-formula section finds the break points
-known from the mpmath analysis (``jaxdp/paper.py`` docstrings).
+known from the mpmath analysis (``jaxdp/paper.py`` docstrings). A few cheap checks of the
+other programs' options follow (no timing: steps recorded or ``--help``).
 """
 
 from __future__ import annotations
