@@ -137,6 +137,8 @@ def mp_chernoff(R, P, Q):
 
 # --------------------------------------------------------------------------- cases
 
+SECTIONS = ("paper", "mpmath", "quadrature", "tv")
+
 # family -> (jaxdp constructor of the pair from parameter arrays, reference constructor)
 FAMILIES = ("Laplace", "Gaussian", "DiscreteLaplace", "Categorical", "Laplace-Gaussian")
 
@@ -1064,7 +1066,7 @@ def main(argv=None) -> int:
     ap.add_argument("--quick", action="store_true", help="small grids (well under a minute)")
     ap.add_argument("--tiny", action="store_true", help="smallest sizes (smoke test)")
     ap.add_argument("--out", default=str(H.REPO / "benchmarks" / "results"))
-    ap.add_argument("--sections", default="paper,mpmath,quadrature,tv")
+    ap.add_argument("--sections", default=",".join(SECTIONS))
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
@@ -1073,7 +1075,9 @@ def main(argv=None) -> int:
 
     jax.config.update("jax_enable_x64", True)
 
-    sections = set(args.sections.split(","))
+    sections = {s for s in args.sections.split(",") if s}
+    for s in sorted(sections - set(SECTIONS)):
+        ap.error(f"unknown section {s!r}; choose from {', '.join(SECTIONS)}")
     families = [f for f in args.families.split(",") if f]
     for f in families:
         if f not in FAMILIES:

@@ -166,3 +166,18 @@ def test_run_accuracy_only_runs_the_accuracy_suite_alone(tmp_path, monkeypatch):
     monkeypatch.setattr(run, "_run", fake_run)
     assert run.main(["--accuracy-only", "--out", str(tmp_path)]) == 0
     assert scripts == ["bench_accuracy.py"]
+
+
+def test_an_unknown_section_is_refused(tmp_path, capsys):
+    # --sections mpmth (a typo) ran no section and wrote an empty report with exit 0, its
+    # checks all "passed"; now refused like an unknown family
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("_bench_accuracy_sections", SCRIPT)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--tiny", "--sections", "paper,mpmth", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "unknown section 'mpmth'" in capsys.readouterr().err
+    assert not (tmp_path / "accuracy.json").exists()
