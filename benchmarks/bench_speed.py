@@ -804,6 +804,12 @@ def main(argv=None) -> int:
         help="only cold trace+compile times, one per kernel, on every core this process has",
     )
     args = ap.parse_args(argv)
+    # (before anything else: a name that matches no kernel ran nothing and wrote empty results)
+    names = [f.name for f in families(QUICK)]  # the same kernels in every mode
+    for w in (w.strip() for w in (args.families or "").split(",")):
+        if w and not any(n.startswith(w) for n in names):
+            choices = ", ".join(names)
+            ap.error(f"--families: no kernel name starts with {w!r}; choose from {choices}")
 
     if args.one_core:
         H.pin_one_core()

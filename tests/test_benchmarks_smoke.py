@@ -181,3 +181,19 @@ def test_an_unknown_section_is_refused(tmp_path, capsys):
     assert exc.value.code == 2
     assert "unknown section 'mpmth'" in capsys.readouterr().err
     assert not (tmp_path / "accuracy.json").exists()
+
+
+def test_speed_refuses_a_family_that_matches_no_kernel(tmp_path, capsys):
+    # bench_speed.py --families Lapalce (a typo) measured nothing and wrote empty results,
+    # exit 0; refused now, before JAX is set up
+    import importlib.util
+
+    path = REPO / "benchmarks" / "bench_speed.py"
+    spec = importlib.util.spec_from_file_location("_bench_speed_smoke", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    with pytest.raises(SystemExit) as exc:
+        mod.main(["--quick", "--families", "Lapalce", "--out", str(tmp_path)])
+    assert exc.value.code == 2
+    assert "no kernel name starts with 'Lapalce'" in capsys.readouterr().err
+    assert not list(tmp_path.iterdir())
