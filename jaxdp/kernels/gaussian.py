@@ -52,7 +52,18 @@ def log_bc(P, Q, a):
     # below ~1e-154, scale ratios ~1e77+ at a = 0 or 1, and 0 * inf made d/da there nan)
     # ((a dn)((1 - a) dn): a (1 - a) overflows for orders beyond ~1e154, and inf * 0 was nan
     # for identical pairs)
-    value = -0.5 * gap - sp.quotient((a * dn) * ((1.0 - a) * dn), 2.0 * safe_var)
+    num = (a * dn) * ((1.0 - a) * dn)
+    # Rényi orders beyond ~1e154 (float32 ~1e19) with a shift: a (1 - a) dn^2 overflows
+    # where its quotient by var_a ~ a (r2^2 - r1^2) does not (inf for a finite log C); there
+    # a dn is divided first (the overflowed product kept out of the quotient: inf * 0 = nan
+    # in its derivative)
+    over = jnp.isinf(num)
+    shift = jnp.where(
+        over,
+        sp.quotient(a * dn, 2.0 * safe_var) * ((1.0 - a) * dn),
+        sp.quotient(jnp.where(over, 0.0, num), 2.0 * safe_var),
+    )
+    value = -0.5 * gap - shift
     return jnp.where(converges, value, jnp.inf)
 
 
