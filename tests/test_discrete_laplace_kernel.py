@@ -380,6 +380,27 @@ def test_renyi_orders_above_one_vs_mpmath():
     assert abs(float(g(1.3)) - fd) <= 1e-8 * abs(fd)
 
 
+def test_renyi_orders_above_one_at_huge_and_tiny_scales(monkeypatch):
+    # whether the sum converges, a/b1 + (1 - a)/b2 > 0, was read from (b2 - b1)/b1/b2, which
+    # XLA rewrites as (b2 - b1)/(b1 b2): that product over- or underflowed for scales beyond
+    # ~1e154 or below ~1e-154, and diverging pairs there were nan (not inf), P = Q at scale
+    # 1e-200 nan (1e200), and a converging order 1.5 at 1e-200 inf (2.5e200)
+    monkeypatch.setattr(mp_refs, "DPS", 450)
+    b1 = [1e200, 1e300, 1e200, 1e-200, 1e-200, 1e-200]
+    b2 = [3e199, 5e299, 7e199, 1e-200, 1.5e-200, 4e-201]
+    pairs = [(0.0, x, 1.0, y) for x, y in zip(b1, b2, strict=True)]
+    for order in (2.0, 1.5):
+        got = np.asarray(jd.renyi(*_pq(pairs), order))
+        for g, x, y in zip(got, b1, b2, strict=True):
+            if order / x + (1 - order) / y <= 0:
+                assert g == np.inf, (order, x, y, g)
+                continue
+            want = mp_refs.dl_log_bc_geometric(0, x, 1, y, order) / (order - 1)
+            # (the scale mismatch leaves ~0.1 of terms ~|log tanh(1/(2b))| ~ 460 at 1e200:
+            # a few ulp of their ratio, as for KL in test_discrete_laplace_kl_at_huge_scales)
+            assert _rel(g, float(want)) < 1e-12, (order, x, y, g, want)
+
+
 def test_chernoff_converges_at_huge_epsilon():
     # eps = 1/b from 1e20 to 1e300: f' jumps from -1/b2 to 1/b1 within ~e^(-1/b) of alpha*
     # (a kink at float resolution), so f' is never small next to f'' there, and from

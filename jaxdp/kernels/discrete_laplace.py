@@ -97,8 +97,14 @@ def _stable(b1, b2, delta, a):
 def _sum_of_rates(b1, b2, a):
     """``a/b1 + (1 - a)/b2`` as ``1/b2 + a (1/b1 - 1/b2)``: the sum cancelled to 0 for equal
     scales once ``1 - a`` rounded to ``-a`` (orders from 2^53, float32 2^24: ``inf`` for
-    identical pairs)."""
-    return 1.0 / b2 + a * ((b2 - b1) / b1 / b2)
+    identical pairs). ``1/b1 - 1/b2 = (b2 - b1)/(b1 b2)`` as ``(c2 s1 - c1 s2)/(c1 c2)``,
+    ``c_i = b_i s_i`` in ``[1, 2)`` by exact powers of two ``s_i`` (as in :func:`_stable`): XLA
+    rewrites ``(x / b1) / b2`` as ``x / (b1 * b2)``, and that product overflowed for scales
+    beyond ~1e154 (underflowed below ~1e-154): Rényi orders above 1 of diverging pairs there
+    (scales 1e200 and 3e199 at order 2) were ``nan``, not ``inf``. The same roundings."""
+    s1, s2 = (jax.lax.stop_gradient(inverse_power_of_two(b)) for b in (b1, b2))
+    c1, c2 = b1 * s1, b2 * s2
+    return 1.0 / b2 + a * ((c2 * s1 - c1 * s2) / (c1 * c2))
 
 
 def _direct(b1, b2, delta, a):
