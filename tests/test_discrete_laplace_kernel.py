@@ -401,6 +401,19 @@ def test_renyi_orders_above_one_at_huge_and_tiny_scales(monkeypatch):
             assert _rel(g, float(want)) < 1e-12, (order, x, y, g, want)
 
 
+def test_log_bc_where_the_shift_over_the_narrower_scale_overflows():
+    # Delta/b1 = 1e310: |a/b1 - (1 - a)/b2| Delta overflowed, and 1 - psi of it was inf/inf
+    # (nan, for its limit 1): log C_a nan at every a (QA pass; the Chernoff solver's own
+    # derivatives there are still nan, README open limits)
+    pairs = [(0.0, 1e-300, 1e10, 1e5), (1e10, 1e5, 0.0, 1e-300)]
+    alphas = (0.01, 0.5, 0.99)
+    got = np.asarray(jd.log_bc(*_pq(pairs), jnp.asarray(alphas)[:, None]))
+    for i, a in enumerate(alphas):
+        for j, (m1, b1, m2, b2) in enumerate(pairs):
+            want = mp_refs.dl_log_bc_geometric(int(m1), b1, int(m2), b2, a)
+            assert _rel(got[i, j], float(want)) < 1e-14, (a, pairs[j], got[i, j], want)
+
+
 def test_chernoff_converges_at_huge_epsilon():
     # eps = 1/b from 1e20 to 1e300: f' jumps from -1/b2 to 1/b1 within ~e^(-1/b) of alpha*
     # (a kink at float resolution), so f' is never small next to f'' there, and from

@@ -88,9 +88,12 @@ def _stable(b1, b2, delta, a):
     )
     tanh_minus_g = jnp.where(small, tanh_minus_g_series, jnp.tanh(lam) - g)
     lam_minus_g = sp.x_minus_tanh(lam) + tanh_minus_g
-    psi_dd = sp.psi(dl * delta)
+    # dl delta overflows where the shift over the narrower scale does (scales 1e-300 and 1e5,
+    # 1e10 apart): 1 - psi(inf) was inf/inf = nan, for its limit 1 (psi itself is 0 there)
+    dd = jnp.minimum(dl * delta, jnp.finfo(dl.dtype).max)
+    psi_dd = sp.psi(dd)
     big_k = delta * psi_dd * g
-    shift = -sp.log1pmx(big_k) + delta * (lam * sp.one_minus_psi(dl * delta) + psi_dd * lam_minus_g)
+    shift = -sp.log1pmx(big_k) + delta * (lam * sp.one_minus_psi(dd) + psi_dd * lam_minus_g)
     return base - shift
 
 
