@@ -344,6 +344,37 @@ def _call_log_prob(fn, x, params):
     return fn(x, jax.tree_util.tree_map(lambda p: jnp.asarray(p)[..., None], params))
 
 
+def _depends_on_x(fn, x, params) -> bool:
+    """Whether ``log_prob`` at ``x`` (:func:`_call_log_prob`) reads the values of ``x``, not
+    only its shape: from one abstract trace, following ``x`` through the equations (and
+    into the jaxprs of calls; any other higher-order primitive that reads ``x`` counts as
+    reading it in all its outputs)."""
+    from jax.extend import core
+
+    def outputs(jaxpr, read):
+        seen = {v for v, r in zip(jaxpr.invars, read, strict=True) if r}
+        for eqn in jaxpr.eqns:
+            ins = [isinstance(v, core.Var) and v in seen for v in eqn.invars]
+            if not any(ins):
+                continue
+            inner = eqn.params.get("jaxpr", eqn.params.get("call_jaxpr"))
+            inner = getattr(inner, "jaxpr", inner)  # (a ClosedJaxpr's)
+            if (
+                isinstance(inner, core.Jaxpr)
+                and len(inner.invars) == len(ins)
+                and len(inner.outvars) == len(eqn.outvars)
+            ):
+                outs = outputs(inner, ins)
+            else:
+                outs = [True] * len(eqn.outvars)
+            seen.update(v for v, r in zip(eqn.outvars, outs, strict=True) if r)
+        return [isinstance(v, core.Var) and v in seen for v in jaxpr.outvars]
+
+    spec = jax.ShapeDtypeStruct(jnp.shape(x), jnp.result_type(x))
+    closed = jax.make_jaxpr(lambda x: jnp.asarray(_call_log_prob(fn, x, params)))(spec)
+    return any(outputs(closed.jaxpr, [True]))
+
+
 class Density(Distribution):
     r"""Any 1-D density given by its log-density; Chernoff quantities use quadrature.
 
@@ -351,7 +382,9 @@ class Density(Distribution):
       log_prob: ``log_prob(x)`` or, when ``params`` is given, ``log_prob(x, params)``:
         the normalised log-density, elementwise in ``x`` (``-inf`` outside the support).
         ``x`` has shape ``batch_shape + (n,)`` and every ``params`` leaf is passed with a
-        trailing axis of length 1 added, so elementwise code broadcasts.
+        trailing axis of length 1 added, so elementwise code broadcasts. An output computed
+        from ``x`` has ``x``'s shape; only one constant in ``x`` (a uniform density) may be
+        smaller and broadcast (else ``ValueError`` naming ``log_prob``).
       params: optional pytree of arrays (differentiable; leading axes are a batch). Values
         ``log_prob`` closes over are differentiable too (``jax.grad`` of
         ``chernoff(Density(lambda x: log_p(x, theta)), Q)`` in ``theta``); a batch of
@@ -570,6 +603,21 @@ class Density(Distribution):
                 f"Density: log_prob returned shape {out.shape} for x of shape "
                 f"{jnp.shape(x)}: it must be elementwise in x (x's shape, or one that "
                 "broadcasts to it)"
+            )
+        # a shape smaller than x's, (..., 1) or (), broadcasts: right for a value constant in
+        # x (a uniform density), wrong for one computed from x (a sum over the last axis,
+        # keepdims or not, x[..., :1]), which gave KL 1 or inf for N(0, 1) vs itself under
+        # jit and vmap (the constructor's mass check, concrete parameters only, said
+        # "integrates exp(log_prob) to 0")
+        if (
+            want is not None
+            and np.broadcast_shapes(out.shape, jnp.shape(x)) != out.shape
+            and _depends_on_x(self.log_prob_fn, x, self.params)
+        ):
+            raise ValueError(
+                f"Density: log_prob returned shape {out.shape} for x of shape "
+                f"{jnp.shape(x)}, computed from x: it must be elementwise in x (x's shape; "
+                "only a value constant in x, a uniform density, may broadcast)"
             )
         return out.astype(jnp.result_type(x, self.dtype))
 

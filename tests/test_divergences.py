@@ -1153,6 +1153,38 @@ def test_density_log_prob_of_the_wrong_shape_or_type_is_named():
     jd.Density(lambda x: -math.log(2.0), lower=-1.0, upper=1.0)
 
 
+def test_density_log_prob_reduced_over_x_is_named():
+    # a reduction over x broadcasts, (n,) -> (1,) or (): under jit and vmap KL of the
+    # density vs N(0, 1) was 1 or inf (jd.chernoff 0, "converged"); the constructor said
+    # "integrates exp(log_prob) to 0" or "to 3e12"
+    reduced = (
+        lambda x: jnp.sum(_log_normal(x, 0.0, 1.0), -1, keepdims=True),
+        lambda x: jnp.sum(_log_normal(x, 0.0, 1.0), -1),
+        lambda x: _log_normal(x, 0.0, 1.0)[..., :1],
+    )
+    shape = r"^Density: log_prob returned shape \((1,)?\) for x of shape \(\d+,\), computed from x"
+    for f in reduced:
+        with pytest.raises(ValueError, match=shape):
+            jd.Density(f)
+        with pytest.raises(ValueError, match=shape):  # (raised while tracing: no compile)
+            jax.eval_shape(lambda m, f=f: jd.kl(jd.Density(lambda x: f(x) + m), jd.Gaussian()), 0.0)
+    # constant in x, from batched params or a closure: accepted under jit, vmap and grad
+    tri = jd.Density(lambda x: jnp.log(2.0 * x), lower=0.0, upper=1.0)
+
+    def uniform(w):
+        return jd.Density(lambda x, w: -jnp.log(w), params=w, lower=0.0, upper=1.0)
+
+    jax.eval_shape(lambda w: jd.kl(tri, uniform(w)), jnp.ones(2))
+    jax.eval_shape(jax.vmap(lambda w: jd.tv(tri, uniform(w))), jnp.ones(2))
+    jax.eval_shape(jax.grad(lambda w: jd.chernoff(tri, uniform(w)).information), 1.0)
+    closure = jax.grad(
+        lambda w: (
+            jd.chernoff(tri, jd.Density(lambda x: -jnp.log(w), lower=0.0, upper=1.0)).information
+        )
+    )
+    jax.eval_shape(closure, 1.0)
+
+
 def test_density_infinite_at_its_centre_is_accepted():
     # Gamma(1/2) on [0, inf), its centre left at the bound 0, and |x|^(-1/2)/4 on [-1, 1]:
     # both normalised and resolved by the rule, both refused ("integrates exp(log_prob) to
