@@ -856,6 +856,18 @@ def test_renyi_of_densities_vanishing_at_a_support_bound():
     assert _rel(tu, want_tu).max() < 1e-13 and _rel(ge, want_ge).max() < 1e-13, (tu, ge)
 
 
+def test_density_renyi_above_one_of_near_identical_pairs():
+    # Two formulas of one density differ by their rounding far out in a tail (log p ~
+    # -1e19; |log p/q| ~ 2e3 under jit), where every term underflows: the deficit form
+    # refused orders above 1 there, and the direct form is ~1e-15 absolute: a Density
+    # N(0, 1e-100) vs the Gaussian gave -8e-15 at order 2 (two N(0, 3) as densities 3e-9
+    # apart: 0 for 1e-18)
+    orders = np.asarray([2.0, 10.0])
+    tiny = jd.Density(lambda x: _log_normal(x, 0.0, 1e-100), scale=1e-100)
+    r = np.asarray(jd.renyi(tiny, jd.Gaussian(0.0, 1e-100), orders))
+    assert np.all(r >= 0.0) and r.max() < 1e-40, r
+
+
 def test_renyi_at_support_bounds_other_than_zero_and_parameter_gradients():
     # Near a bound other than 0 the rule's outermost nodes round onto it (5 + 1e-17 == 5),
     # where 2(x - 5) vanishes: every order above 1 was +inf. They now sit one float inside
