@@ -21,6 +21,17 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SCRIPT = REPO / "benchmarks" / "bench_accuracy.py"
 
+
+def _load(path: Path, name: str):
+    """The benchmark program at ``path`` imported as module ``name`` (not run)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(name, path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
 pytestmark = [
     pytest.mark.skipif(not SCRIPT.exists(), reason="no benchmarks/ in this checkout"),
     pytest.mark.slow,  # one subprocess; its time is XLA compiling chernoff and quadrature
@@ -118,11 +129,7 @@ def test_families_without_a_quadrature_pair_do_not_crash_the_checks(tmp_path):
     # --families DiscreteLaplace (or Categorical) leaves the quadrature section, on by
     # default, without an error column: the checks took max() of nothing, a ValueError after
     # all the work, and no accuracy.json was written
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bench_accuracy_smoke", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(SCRIPT, "_bench_accuracy_smoke")
     argv = ["--tiny", "--families", "DiscreteLaplace", "--sections", "quadrature"]
     assert mod.main([*argv, "--out", str(tmp_path)]) == 0
     res = json.loads((tmp_path / "accuracy.json").read_text())
@@ -150,12 +157,7 @@ def test_kernels_script_imports_this_checkouts_jaxdp(tmp_path):
 def test_run_accuracy_only_runs_the_accuracy_suite_alone(tmp_path, monkeypatch):
     # run.py --accuracy-only also started bench_calibrate.py (a timed suite) and
     # bench_sweep.py (1e6 and 1e7 points, minutes): the steps are recorded, not run
-    import importlib.util
-
-    path = REPO / "benchmarks" / "run.py"
-    spec = importlib.util.spec_from_file_location("_bench_run_smoke", path)
-    run = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(run)
+    run = _load(REPO / "benchmarks" / "run.py", "_bench_run_smoke")
     scripts = []
 
     def fake_run(cmd, log, timeout=None, cpu=None, background=False):
@@ -171,11 +173,7 @@ def test_run_accuracy_only_runs_the_accuracy_suite_alone(tmp_path, monkeypatch):
 def test_an_unknown_section_is_refused(tmp_path, capsys):
     # --sections mpmth (a typo) ran no section and wrote an empty report with exit 0, its
     # checks all "passed"; now refused like an unknown family
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("_bench_accuracy_sections", SCRIPT)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(SCRIPT, "_bench_accuracy_sections")
     with pytest.raises(SystemExit) as exc:
         mod.main(["--tiny", "--sections", "paper,mpmth", "--out", str(tmp_path)])
     assert exc.value.code == 2
@@ -186,12 +184,7 @@ def test_an_unknown_section_is_refused(tmp_path, capsys):
 def test_speed_refuses_a_family_that_matches_no_kernel(tmp_path, capsys):
     # bench_speed.py --families Lapalce (a typo) measured nothing and wrote empty results,
     # exit 0; refused now, before JAX is set up
-    import importlib.util
-
-    path = REPO / "benchmarks" / "bench_speed.py"
-    spec = importlib.util.spec_from_file_location("_bench_speed_smoke", path)
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
+    mod = _load(REPO / "benchmarks" / "bench_speed.py", "_bench_speed_smoke")
     with pytest.raises(SystemExit) as exc:
         mod.main(["--quick", "--families", "Lapalce", "--out", str(tmp_path)])
     assert exc.value.code == 2
