@@ -653,7 +653,7 @@ def kl(P, Q, *, level=None):
         # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
         # density vanishes: 0 * inf)
         phi = cat.kl_terms(lp, lq, normalized=normalized)
-        terms = jnp.where(lw > -jnp.inf, jnp.exp(lw) * phi, 0.0)
+        terms = _weighted(P, Q, lw, phi)
         out = out + jnp.sum(terms, axis=-1)
         if tail:
             # A convergent tail's contributions fall off at the outermost nodes (~1e12
@@ -678,6 +678,21 @@ def kl(P, Q, *, level=None):
     return jnp.where(diverges, jnp.inf, out)
 
 
+def _weighted(P, Q, lw, term):
+    """``exp(lw) * term`` on the nodes with weight, 0 elsewhere (:func:`kl`, :func:`tv`).
+    For a pair with a :class:`Density` also 0 where ``term`` is 0: the outermost tail
+    nodes of a Density of scale ~1e27 in float32 (~1e297 in float64), ~2.5e12 scales out,
+    overflow to ``inf``, and so do their weights ``exp(lw)``, where both densities vanish:
+    ``inf * 0`` made KL and TV ``nan``. (Built-in families come rescaled to scale ~1,
+    ``coefficient.standardize``: their programs stay as they were.)"""
+    live = lw > -jnp.inf
+    if not (isinstance(P, Density) or isinstance(Q, Density)):
+        return jnp.where(live, jnp.exp(lw) * term, 0.0)
+    live = live & (term != 0)
+    # (the weight masked too: an unused inf * 0 makes the gradient nan)
+    return jnp.where(live, jnp.exp(jnp.where(live, lw, 0.0)) * term, 0.0)
+
+
 #: :func:`tv` makes at most this many crossings of ``p`` and ``q`` quadrature breakpoints.
 MAX_CROSSINGS = 8
 
@@ -697,6 +712,12 @@ def _crossings(P, Q, level):
     above = lp > lq
     change = above[..., 1:] != above[..., :-1]
     top = jnp.maximum(lp, lq)
+    if isinstance(P, Density) or isinstance(Q, Density):
+        # not into nodes where both densities vanish (|p - q| is 0 on), such as tail nodes
+        # that overflowed to inf (a Density of scale ~1e27 in float32): bisected towards
+        # them, a spurious crossing ~1e38 out started the tail there (TV 1.3e-5 off)
+        gone = top == -jnp.inf
+        change = change & ~gone[..., 1:] & ~gone[..., :-1]
     weight = jnp.where(change, jnp.maximum(top[..., 1:], top[..., :-1]), -jnp.inf)
     k = min(MAX_CROSSINGS, change.shape[-1])
     _, i = lax.top_k(weight, k)
@@ -763,7 +784,7 @@ def tv(P, Q, *, level=None):
         lp, lq = _log_probs_at(P, Q, x, lw, live_point)
         live = lw > -jnp.inf  # (empty pieces: see kl)
         if same_support:
-            terms = jnp.where(live, jnp.exp(lw) * cat.abs_diff(lp, lq), 0.0)
+            terms = _weighted(P, Q, lw, cat.abs_diff(lp, lq))
             out = out + 0.5 * jnp.sum(terms, axis=-1)
         else:  # mass outside the common support counts fully: TV = 1 - int min(p, q)
             terms = jnp.where(live, jnp.exp(lw + jnp.minimum(lp, lq)), 0.0)
