@@ -126,7 +126,7 @@ from jaxdp import _special as sp
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
 from jaxdp.conversions import _unflushed
-from jaxdp.distributions import Product
+from jaxdp.distributions import Distribution, Product
 from jaxdp.divergences import kl, tv
 
 __all__ = ["MECHANISMS", "METRICS", "CalibrationResult", "calibrate"]
@@ -214,6 +214,37 @@ def _spec_for(mechanism) -> _Spec:
     raise TypeError(
         f"mechanism must be a name or a callable parameter -> (P, Q), got {type(mechanism)}"
     )
+
+
+def _check_callable(fn, shape, dtype):
+    """What a callable mechanism returns for ``p`` of the budgets' shape, by shape alone
+    (:func:`jax.eval_shape`: nothing is computed). One distribution failed with "cannot
+    unpack non-iterable Laplace object", a triple with "too many values to unpack", other
+    batch shapes with JAX's "Incompatible types for broadcasting", none naming mechanism."""
+    out = jax.eval_shape(fn, jax.ShapeDtypeStruct(shape, dtype))
+    if not (
+        isinstance(out, tuple | list)
+        and len(out) == 2
+        and all(isinstance(d, Distribution) for d in out)
+    ):
+
+        def kind(v):  # (eval_shape gives arrays as ShapeDtypeStructs)
+            return "array" if isinstance(v, jax.ShapeDtypeStruct) else type(v).__name__
+
+        got = kind(out)
+        if isinstance(out, tuple | list):
+            got = f"{got} ({', '.join(map(kind, out))})"
+        raise TypeError(f"mechanism must return a pair (P, Q) of jaxdp distributions, got {got}")
+    got = [d.batch_shape for d in out]
+    try:
+        ok = np.broadcast_shapes(*got, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(
+            f"mechanism must return distributions whose batch shapes broadcast to the budgets' "
+            f"shape {shape}, got {got[0]} and {got[1]}"
+        )
 
 
 def _metric(spec: _Spec, metric: str, n: int, p, s):
@@ -675,8 +706,10 @@ def calibrate(
         values only: traced, these give ``nan`` and ``converged=False``); for
         ``metric="tv"`` of ``"geometric"`` with ``compositions > 1``, an exact sum beyond
         the size limits of :func:`jaxdp.best_advantage_geometric`; of ``"laplace"``,
-        ``compositions > 400`` (:func:`jaxdp.best_advantage_laplace`).
-      TypeError: a traced ``sensitivity`` there (its largest value sizes that sum).
+        ``compositions > 400`` (:func:`jaxdp.best_advantage_laplace`); a callable
+        ``mechanism`` whose distributions' batch shapes do not broadcast to the budgets'.
+      TypeError: a traced ``sensitivity`` there (its largest value sizes that sum); a
+        callable ``mechanism`` that does not return a pair ``(P, Q)`` of distributions.
       NotImplementedError: ``metric="tv"`` with ``compositions > 1`` for a callable whose
         product has no TV kernel.
 
@@ -723,6 +756,8 @@ def calibrate(
                 "the mechanism instead"
             )
     shape = _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
+    if spec.name == "callable":
+        _check_callable(spec.fn, shape, budget.dtype)
     if metric == "tv" and compositions > 1 and spec.name == "geometric":
         # the exact n-fold sum's static size comes from the largest sensitivity
         if not _checks.is_concrete(s_vals):

@@ -558,6 +558,19 @@ def test_callable_mechanisms():
     assert np.all(np.isnan(np.asarray(r.achieved))) and not np.asarray(r.converged).any()
 
 
+def test_callable_mechanism_that_returns_the_wrong_thing():
+    # named mechanism (checked by shape, nothing computed); were "cannot unpack non-iterable
+    # Gaussian object", "too many values to unpack" and JAX's "Incompatible types for
+    # broadcasting" from inside the solver
+    one = (lambda p: _gaussian_pair(p)[0], r"got Gaussian$")
+    three = (lambda p: (*_gaussian_pair(p), p), r"got tuple \(Gaussian, Gaussian, array\)$")
+    for fn, match in (one, three):
+        with pytest.raises(TypeError, match=r"^mechanism must return a pair \(P, Q\).*" + match):
+            calibrate(fn, 0.1)
+    with pytest.raises(ValueError, match=r"^mechanism must return .* shape \(2, 3\), got \(4,\)"):
+        calibrate(lambda p: _gaussian_pair(jnp.ones(4)), np.ones((2, 3)))
+
+
 # --------------------------------------------------------------------------------------------
 # allocation (optax)
 # --------------------------------------------------------------------------------------------
