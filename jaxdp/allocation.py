@@ -196,7 +196,11 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
         bracketed = jnp.isfinite(lo) & jnp.isfinite(hi)
         cand = jnp.where(bracketed & ((cand <= lo) | (cand >= hi)), 0.5 * (lo + hi), cand)
         ulp = 4.0 * eps * jnp.maximum(1.0, jnp.abs(lam) + jnp.max(jnp.abs(x)))
-        near = (ok & (jnp.abs(step) <= jnp.maximum(tol, ulp))) | (bracketed & (hi - lo <= ulp))
+        # strict: a step above the rounding noise of g (4u/|dg|) is taken, not accepted: a
+        # Newton tolerance of 1e-4 sqrt(u) left the composed Laplace information up to 1.6e-12
+        # (7300 ulps) below the budget
+        small = jnp.maximum(ulp, 4.0 * eps / jnp.abs(jnp.where(ok, dg, 1.0))) if strict else tol
+        near = (ok & (jnp.abs(step) <= jnp.maximum(small, ulp))) | (bracketed & (hi - lo <= ulp))
         accept = near & (v <= target) if strict else near
         fix = near & ~accept
         cand = cand if strict else jnp.where(near & ok, lam + step, cand)
