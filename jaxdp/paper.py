@@ -145,12 +145,20 @@ def _log_2sinh(u: jax.Array) -> jax.Array:
     return u + jnp.log(-jnp.expm1(-2 * u))
 
 
+def _at_zero(eps: jax.Array, stand_in: float = 1.0):
+    """``(eps == 0, e, e0)``: ``e`` is ``eps`` with the finite ``stand_in`` at 0, ``e0`` is
+    ``eps`` at 0 and 1 elsewhere, for formulas whose ``eps = 0`` limit (its leading term, in
+    ``e0``) is taken apart from the rest (in ``e``): a branch not taken then has finite
+    inputs, so its zero cotangent times an infinite slope cannot make the derivative nan."""
+    zero = eps == 0
+    return zero, jnp.where(zero, stand_in, eps), jnp.where(zero, eps, 1.0)
+
+
 def _log_2sinh_at(eps: jax.Array, k: jax.Array) -> jax.Array:
     """``_log_2sinh(eps * k)``, at ``eps = 0`` as its leading term ``log(2 eps) + log|k|``
     (``-inf``) with the limit slopes ``1/eps = inf`` and ``1/k`` (the product rule's slope in
     ``k`` was ``eps coth(0) = 0 * inf = nan``); finite stand-ins in the branch not taken."""
-    zero = eps == 0
-    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    zero, e, e0 = _at_zero(eps)
     k1, k0 = jnp.where(zero, 1.0, k), jnp.where(zero, k, 1.0)
     return jnp.where(zero, jnp.log(2 * e0) + jnp.log(jnp.abs(k0)), _log_2sinh(e * k1))
 
@@ -383,8 +391,7 @@ def eq31_max(eps: ArrayLike) -> jax.Array:
     # eps = 0: -log(2 eps), with the limit slope -inf of both ends (reverse mode gave nan:
     # the end not taken has a zero cotangent times its infinite slope); finite stand-ins in
     # the branch not taken
-    zero = eps == 0
-    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    zero, e, e0 = _at_zero(eps)
     at0, at1 = eq31(e, jnp.zeros_like(e)), eq31(e, jnp.ones_like(e))
     # (not jnp.maximum, whose derivative at a tie is the mean of the two: at eps = inf, where
     # both ends are -inf, -1.5 instead of the limit -1 of the alpha -> 0 end that wins above
@@ -501,8 +508,7 @@ def eq43(eps: ArrayLike) -> jax.Array:
     # eps = 0: log(2)/(2 eps), the leading term, whose slope is -inf (the quotient rule's
     # was inf - inf = nan); finite stand-ins in the branch not taken (its zero cotangent
     # times an infinite slope is nan)
-    zero = eps == 0
-    e, e0 = jnp.where(zero, 1.0, eps), jnp.where(zero, eps, 1.0)
+    zero, e, e0 = _at_zero(eps)
     return jnp.where(zero, _LOG2 / (2 * e0), _log_eq43(e) / (2 * e) - 1)
 
 
@@ -607,8 +613,7 @@ def fig2_ub2(eps: ArrayLike) -> jax.Array:
     # eps = 0: -log(2 eps), the leading term, whose slope is -inf (reverse mode gave nan:
     # the cotangent of alpha there is eps times an infinite one, 0 * inf); finite stand-ins
     # in the branch not taken
-    zero = eps == 0
-    e, e0 = jnp.where(zero, 0.5, eps), jnp.where(zero, eps, 1.0)
+    zero, e, e0 = _at_zero(eps, 0.5)
     return jnp.where(zero, -(_LOG2 + jnp.log(e0)), eq31(e, alpha_ub1(e)))
 
 
