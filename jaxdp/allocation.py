@@ -59,7 +59,6 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 import optax
 from jax import lax
 
@@ -67,7 +66,7 @@ from jaxdp import _checks
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
 from jaxdp.coefficient import log_bc
-from jaxdp.distributions import Distribution, Product
+from jaxdp.distributions import Product, _check_mechanism_output
 
 __all__ = ["AllocationResult", "allocate_budget"]
 
@@ -552,25 +551,7 @@ def _check_callables(pair, variance, s):
     m = s.shape[0]
     if pair is not None:
         out = jax.eval_shape(pair, s, s)
-        if not (
-            isinstance(out, tuple | list)
-            and len(out) == 2
-            and all(isinstance(d, Distribution) for d in out)
-        ):
-            raise TypeError(
-                "mechanism must return a pair (P, Q) of jaxdp distributions, got "
-                f"{type(out).__name__}"
-            )
-        shapes = [d.batch_shape for d in out]
-        try:
-            ok = np.broadcast_shapes(*shapes, (m,)) == (m,)
-        except ValueError:
-            ok = False
-        if not ok:
-            raise ValueError(
-                f"mechanism must return distributions of batch shape ({m},) (one per query), "
-                f"got {shapes[0]} and {shapes[1]}"
-            )
+        _check_mechanism_output(out, (m,), f"of batch shape ({m},) (one per query)")
     out = jax.eval_shape(variance, s)
     if getattr(out, "shape", None) != (m,):
         got = getattr(out, "shape", type(out).__name__)

@@ -126,7 +126,7 @@ from jaxdp import _special as sp
 from jaxdp import mechanisms as _mech
 from jaxdp.chernoff import chernoff
 from jaxdp.conversions import _unflushed
-from jaxdp.distributions import Distribution, Product
+from jaxdp.distributions import Product, _check_mechanism_output
 from jaxdp.divergences import kl, tv
 
 __all__ = ["MECHANISMS", "METRICS", "CalibrationResult", "calibrate"]
@@ -222,29 +222,9 @@ def _check_callable(fn, shape, dtype):
     unpack non-iterable Laplace object", a triple with "too many values to unpack", other
     batch shapes with JAX's "Incompatible types for broadcasting", none naming mechanism."""
     out = jax.eval_shape(fn, jax.ShapeDtypeStruct(shape, dtype))
-    if not (
-        isinstance(out, tuple | list)
-        and len(out) == 2
-        and all(isinstance(d, Distribution) for d in out)
-    ):
-
-        def kind(v):  # (eval_shape gives arrays as ShapeDtypeStructs)
-            return "array" if isinstance(v, jax.ShapeDtypeStruct) else type(v).__name__
-
-        got = kind(out)
-        if isinstance(out, tuple | list):
-            got = f"{got} ({', '.join(map(kind, out))})"
-        raise TypeError(f"mechanism must return a pair (P, Q) of jaxdp distributions, got {got}")
-    got = [d.batch_shape for d in out]
-    try:
-        ok = np.broadcast_shapes(*got, shape) == shape
-    except ValueError:
-        ok = False
-    if not ok:
-        raise ValueError(
-            f"mechanism must return distributions whose batch shapes broadcast to the budgets' "
-            f"shape {shape}, got {got[0]} and {got[1]}"
-        )
+    _check_mechanism_output(
+        out, shape, f"whose batch shapes broadcast to the budgets' shape {shape}"
+    )
 
 
 def _metric(spec: _Spec, metric: str, n: int, p, s):

@@ -336,6 +336,37 @@ class Categorical(Distribution):
         return f"Categorical(probs={self.probs!r})"
 
 
+def _check_mechanism_output(out, shape: tuple[int, ...], want: str) -> None:
+    """``out``, what a callable ``mechanism`` returned under :func:`jax.eval_shape`: a pair
+    ``(P, Q)`` of distributions whose batch shapes broadcast to ``shape`` (``want`` says
+    which shape, in the error). Shared by ``calibrate`` and ``allocate_budget``.
+
+    Raises:
+        TypeError: not a pair of distributions (naming what it is).
+        ValueError: batch shapes that do not broadcast to ``shape``.
+    """
+    if not (
+        isinstance(out, tuple | list)
+        and len(out) == 2
+        and all(isinstance(d, Distribution) for d in out)
+    ):
+
+        def kind(v):  # (eval_shape gives arrays as ShapeDtypeStructs)
+            return "array" if isinstance(v, jax.ShapeDtypeStruct) else type(v).__name__
+
+        got = kind(out)
+        if isinstance(out, tuple | list):
+            got = f"{got} ({', '.join(map(kind, out))})"
+        raise TypeError(f"mechanism must return a pair (P, Q) of jaxdp distributions, got {got}")
+    got = [d.batch_shape for d in out]
+    try:
+        ok = np.broadcast_shapes(*got, shape) == shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"mechanism must return distributions {want}, got {got[0]} and {got[1]}")
+
+
 def _call_log_prob(fn, x, params):
     """A :class:`Density`'s ``log_prob_fn`` at ``x``, each ``params`` leaf with a trailing
     axis (none without ``params``)."""
