@@ -14,10 +14,12 @@ arguments give a batch (elementwise broadcasting).
 
 Derivatives in :math:`\varepsilon` at huge :math:`\varepsilon` (beyond ~1e154 in float64):
 the pairs are parametrised by the scale :math:`b`, and a divergence's derivative in
-:math:`b`, ~:math:`\Delta/b^2`, is then beyond the float range. Forward mode (``jax.jvp``,
-which :func:`jaxdp.calibrate` uses) stays exact for the Laplace pairs; reverse mode
-(``jax.grad``) gives ``inf`` or ``nan`` there, and so do both modes for :func:`geometric`
-(whose kernel divides by :math:`b` throughout; QA measurement, not a test).
+:math:`b`, ~:math:`\Delta/b^2`, is then beyond the float range. Forward mode (``jax.jvp``)
+in :math:`\log\varepsilon`, the coordinate :func:`jaxdp.calibrate` steps in, stays exact for
+the Laplace pairs; in :math:`\varepsilon` itself it gives 0 there (the tangent of :math:`b`,
+:math:`-\Delta/\varepsilon^2` per unit of :math:`\varepsilon`, is below the float range).
+Reverse mode (``jax.grad``) gives ``inf`` or ``nan`` there, and so do both modes for
+:func:`geometric` (whose kernel divides by :math:`b` throughout; QA measurement, not a test).
 
 Arguments out of range (a non-positive sensitivity, scale or epsilon, a negative randomized
 response epsilon, NaN) raise ``ValueError`` naming the argument when concrete; traced
