@@ -3,6 +3,7 @@
 import doctest
 import importlib
 import inspect
+import math
 import pkgutil
 import re
 from pathlib import Path
@@ -98,3 +99,24 @@ def test_docstring_examples_run():
         for test in finder.find(module, info.name):
             runner.run(test)
     assert runner.summarize(verbose=False).failed == 0
+
+
+def test_readme_quickstart_runs_and_prints_what_its_comments_say(capsys):
+    readme = Path(__file__).resolve().parent.parent / "README.md"
+    if not readme.exists():
+        pytest.skip("no README.md beside tests/")
+    blocks = re.findall(r"^```python\n(.*?)^```", readme.read_text(encoding="utf-8"), re.M | re.S)
+    assert blocks, "README has no python block"
+    exec(compile(blocks[0], "README.md", "exec"), {})  # (its x64 switch: on in tests anyway)
+    lines = capsys.readouterr().out.splitlines()
+    info, alpha, converged = lines[0].split()
+    c = 0.5 - math.log(1.5)  # Lap(0, 1) vs Lap(1, 1)
+    assert (float(info), float(alpha), converged) == (pytest.approx(c, rel=1e-14), 0.5, "True")
+    kl, tv = map(float, lines[1].split())
+    assert kl == pytest.approx(math.exp(-1), rel=1e-14)
+    assert tv == pytest.approx(1 - math.exp(-0.5), rel=1e-14)
+    assert float(lines[2]) == pytest.approx(math.sqrt(-math.expm1(-2 * c)), rel=1e-14)
+    b = float(lines[3])  # 10 (t/2 - log(1 + t/2)) = 0.1, t = 1/b
+    assert 10 * (0.5 / b - math.log1p(0.5 / b)) == pytest.approx(0.1, rel=1e-12)
+    # only Q's scale moves: half the slope -1/6 of t/2 - log(1 + t/2) in b, t = 1/b
+    assert float(lines[4]) == pytest.approx(-1 / 12, rel=1e-12)
