@@ -229,6 +229,10 @@ def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
     Returns:
       The total variation in :math:`[0, 1]` (unitless), shaped by the broadcast batch shape;
       1 for disjoint supports.
+
+    Raises:
+      NotImplementedError: any other :class:`~jaxdp.Product` pair (e.g. of Laplace
+        components, or of more than 2**20 joint categorical outcomes): no exact kernel.
     """
     check_pair(P, Q)
     return _tv_jit(P, Q)
