@@ -489,9 +489,13 @@ def allocate_budget(
 
     Raises:
       ValueError: non-positive, subnormal or non-finite budget, sensitivities or weights,
-        mismatched shapes, unknown mechanism, a callable mechanism without ``variance``, or a
+        mismatched shapes, unknown mechanism, a callable mechanism without ``variance``, a
+        callable ``mechanism`` whose distributions do not broadcast to ``(m,)`` or a
+        ``variance`` that does not return ``(m,)``, ``max_steps`` not a positive int, or a
         negative or non-finite ``tol``. Traced (under ``jit``/``vmap``), a bad budget,
         sensitivity or weight gives ``nan`` in every float field and ``converged=False``.
+      TypeError: ``variance`` not callable, ``tol`` not a real number, or a callable
+        ``mechanism`` that does not return a pair ``(P, Q)`` of distributions.
     """
     if isinstance(mechanism, str):
         if mechanism not in _BUILTIN:
