@@ -79,11 +79,12 @@ error < 5e-14, or absolute error < 2e-14 next to a zero crossing of the printed 
 float32 relative error < 3e-6, or absolute error < 3e-7 next to a zero crossing (the printed
 forms themselves cancel O(1) terms there, e.g. ``eq31`` at ``eps = alpha = 0.5``).
 
-Negative ``eps`` (and ``b <= 0``, ``theta <= 0``, ``alpha <= 0`` in ``eq32``, ``delta``
-outside ``[0, 1]``, ``c < 0``, non-integer or ``q < 1``, NaN anywhere) raises ``ValueError``
-naming the argument when the value is concrete, and a non-real argument (a string, ``None``,
-a complex number) ``TypeError``; under ``jit`` (traced values) such an argument gives NaN (the
-formulas themselves, even in ``eps``, gave values there). Where the printed expression has a
+Negative ``eps`` (and ``b <= 0``, ``theta <= 0``, ``alpha <= 0`` in ``eq32``, ``alpha``
+outside ``[0, 1]`` in ``eq56``, ``delta`` outside ``[0, 1]``, ``c < 0``, non-integer or
+``q < 1``, NaN anywhere) raises ``ValueError`` naming the argument when the value is
+concrete, and a non-real argument (a string, ``None``, a complex number) ``TypeError``; under
+``jit`` (traced values) such an argument gives NaN (the formulas themselves, even in
+``eps``, gave values there). Where the printed expression has a
 limit at an infinite or zero argument (``eq43(inf) = -1``, ``fig2_ub1(0) = inf``, ``eq34`` at
 ``theta = inf``) the limit is returned.
 """
