@@ -7,8 +7,10 @@ r"""Exact Chernoff information: the maximum over :math:`\alpha` of :math:`-\log 
 (the paper's eq. (11), over the closed interval with one-sided limits at the ends).
 :math:`\log C_\alpha` is convex in :math:`\alpha` (Hölder), so :math:`f` is concave and the
 maximiser is unique (or a flat set when :math:`P = Q`). :math:`f'(0^+) = D(Q\|P)` and
-:math:`f'(1^-) = -D(P\|Q)` when the supports agree (eqs. (16)-(17) state these for
-:math:`f`), so the optimum is interior unless the supports differ.
+:math:`f'(1^-) = -D(P\|Q)` when the supports agree (the paper's eqs. (16)-(17) print them
+as slopes of :math:`C_\alpha` itself, whose slopes there are :math:`-D(Q\|P)` and
+:math:`D(P\|Q)`: they hold for :math:`f`), so the optimum is interior unless the supports
+differ.
 
 Solver (default ``method="newton"``): endpoint test on the sign of :math:`f'` at 0 and 1
 (only for pairs whose supports may differ), then one ``lax.while_loop`` over the batch with
