@@ -38,7 +38,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         metavar="B",
         help=(
             "privacy budget (nats for chernoff/kl; an advantage for tv, where a budget of 1 "
-            "or more constrains nothing: scale 0); repeatable"
+            "or more constrains nothing: scale 0, epsilon inf); repeatable"
         ),
     )
     parser.add_argument(
