@@ -185,18 +185,35 @@ def _rr_engine(eps):
 
 
 def _check_eps(eps) -> jax.Array:
-    """``eps`` as an array, refused (naming it) unless every value is positive and finite:
-    the curves' jitted calls gave nan rows for eps <= 0 and nan, without a word."""
-    eps = jnp.asarray(eps)
+    """``eps`` as a 1-D array (the grid of the curves), refused (naming it) unless every value
+    is positive and finite: the curves' jitted calls gave nan rows for eps <= 0 and nan,
+    without a word (a string JAX's "Value 'a' with dtype <U1 is not a valid JAX array type",
+    a single number :func:`fig3_data`'s "Too many indices")."""
+    (eps,) = _checks.as_inexact(eps, names=("eps",))
+    if eps.ndim != 1:
+        raise ValueError(f"eps must be a sequence of numbers, got an array of shape {eps.shape}")
     _checks.check_positive("eps", eps)
     return eps
+
+
+def _check_values(name: str, values, ndim: int) -> np.ndarray:
+    """``values`` as a float64 numpy array of ``ndim`` dimensions (1: a sequence, 0: one
+    number), refused naming ``name`` otherwise: a scalar ``shifts`` failed as "Too many
+    indices: array is 0-dimensional", a string as "could not convert string to float", an
+    array ``sensitivity`` as batch shapes of ``adversarial_laplace`` that do not broadcast."""
+    arr = np.asarray(_checks.as_array(values, name), float)
+    if arr.ndim != ndim:
+        what = "a sequence of numbers" if ndim == 1 else "a single number"
+        raise ValueError(f"{name} must be {what}, got an array of shape {arr.shape}")
+    return arr
 
 
 def fig2_data(eps) -> Fig2Data:
     """Evaluate Figure 2's curves on ``eps`` (> 0): two jitted calls.
 
     Raises:
-        ValueError: an ``eps`` that is not positive and finite.
+        TypeError: ``eps`` is not real numbers.
+        ValueError: an ``eps`` that is not positive and finite, or not 1-D.
     """
     eps = _check_eps(eps)
     paper_and_exact = _fig2_family(eps)
@@ -248,13 +265,18 @@ def fig3_data(
     """Evaluate Figure 3's curves (one jitted call; ``shifts`` in units of ``sensitivity``).
 
     Raises:
+        TypeError: an argument that is not real numbers.
         ValueError: ``eps``, ``thetas`` or ``sensitivity`` not positive and finite, or
-            ``shifts`` not finite.
+            ``shifts`` not finite; ``eps``, ``shifts`` or ``thetas`` not 1-D, or
+            ``sensitivity`` not a single number.
     """
     eps = _check_eps(eps)
-    _checks.check_finite("shifts", np.asarray(shifts, float))
-    _checks.check_positive("thetas", np.asarray(thetas, float))
-    _checks.check_positive("sensitivity", np.asarray(sensitivity, float))
+    shifts = _check_values("shifts", shifts, 1)
+    thetas = _check_values("thetas", thetas, 1)
+    sensitivity = float(_check_values("sensitivity", sensitivity, 0))
+    _checks.check_finite("shifts", shifts)
+    _checks.check_positive("thetas", thetas)
+    _checks.check_positive("sensitivity", sensitivity)
     dtype = eps.dtype
     shift = jnp.asarray(shifts, dtype)[:, None, None] * sensitivity
     theta = jnp.asarray(thetas, dtype)[None, :, None]
@@ -310,11 +332,13 @@ def membership_data(eps, n: int, *, delta: float = FIG45_DELTA) -> MembershipDat
     """Evaluate Figures 4-5's curves for ``n`` releases (one jitted call per ``n``).
 
     Raises:
-        ValueError: an ``eps`` that is not positive and finite, or ``delta`` outside [0, 1]
-            (and ``n`` as :func:`jaxdp.membership.best_advantage_laplace` refuses it).
+        TypeError: ``eps`` or ``delta`` is not real numbers.
+        ValueError: an ``eps`` that is not positive and finite, or not 1-D, or ``delta``
+            outside [0, 1] or not a single number (and ``n`` as
+            :func:`jaxdp.membership.best_advantage_laplace` refuses it).
     """
     eps = _check_eps(eps)
-    _checks.check_unit_interval("delta", np.asarray(delta, float))
+    _checks.check_unit_interval("delta", _check_values("delta", delta, 0))
     if n not in _MEMBERSHIP:
         _MEMBERSHIP[n] = _membership_family(n)
     bounds, e40, lap = _MEMBERSHIP[n](eps, jnp.asarray(delta, eps.dtype))

@@ -337,3 +337,26 @@ def test_curve_data_refuse_bad_inputs_naming_them(call, match):
     # they returned nan curves (or, for a negative theta, curves of a mirrored pair)
     with pytest.raises(ValueError, match=match):
         call()
+
+
+@pytest.mark.parametrize(
+    "call, error, match",
+    [
+        # (a single shift failed as "Too many indices: array is 0-dimensional", a single eps
+        # in fig3_data too; a string as JAX's "Value 'a' with dtype <U1 is not a valid JAX
+        # array type" or numpy's "could not convert string to float"; an array sensitivity
+        # as adversarial_laplace's batch shapes that do not broadcast)
+        (lambda: report.fig3_data([1.0], shifts=1.0), ValueError, "shifts must be a sequence"),
+        (lambda: report.fig3_data([1.0], thetas=[[1.0]]), ValueError, "thetas must be a seq"),
+        (lambda: report.fig3_data(1.0), ValueError, "eps must be a sequence"),
+        (lambda: report.fig3_data([1.0], sensitivity=[1.0, 2.0]), ValueError, "sensitivity"),
+        (lambda: report.fig3_data([1.0], shifts="a"), TypeError, "shifts must be a real"),
+        (lambda: report.fig2_data("a"), TypeError, "eps must be a real"),
+        (lambda: report.fig2_data([[1.0, 2.0]]), ValueError, "eps must be a sequence"),
+        (lambda: report.membership_data([1.0], 1, delta="a"), TypeError, "delta must be a real"),
+        (lambda: report.membership_data([1.0], 1, delta=[0.1]), ValueError, "delta must be a"),
+    ],
+)
+def test_curve_data_refuse_bad_types_and_shapes_naming_them(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
