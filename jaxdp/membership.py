@@ -114,6 +114,12 @@ def _check_n(n) -> int:
 
 #: The largest ``n`` of :func:`best_advantage_laplace` (its setup grows as ``n^4``).
 LAPLACE_MAX_N = 400
+# (membership_bounds' exact field, a binomial sum over ~n/2 terms, is refused beyond ~6.7e7:
+# "for bounds at any n" sent n = 1e8 to a function that refused it)
+_BOUNDS_HINT = (
+    "membership_bounds(epsilon, n) for bounds (n up to ~6.7e7), or "
+    "max_tv_eps_dp_chernoff_bound(epsilon, n) for a bound at any n"
+)
 
 
 @functools.lru_cache(maxsize=32)
@@ -365,10 +371,11 @@ def best_advantage_laplace(
     call builds a static table of :math:`\lceil n/2\rceil \cdot Q \cdot n` floats (4 MB at
     ``n = 100``) by a recurrence of :math:`O(n^4)` work and compiles: ~2 s at ``n = 100``,
     3 s at 200, 11 s at 300, 33 s at 400 on one CPU core (ad hoc, 2026-12-05); beyond 400
-    ``n`` is refused (~20 min and 2.2 GB at 1000; :func:`membership_bounds` bounds any
-    ``n``). Then run time :math:`O(n^3)` per :math:`\varepsilon` (``n = 100``: ~7 ms,
-    ``n = 400``: ~0.4 s per value on one CPU core); memory :math:`O(n^2)` per
-    :math:`\varepsilon` plus the table. Exact (up to the bound above) throughout. Below
+    ``n`` is refused (~20 min and 2.2 GB at 1000; :func:`membership_bounds` bounds ``n`` up
+    to ~6.7e7, :func:`jaxdp.max_tv_eps_dp_chernoff_bound` any ``n``). Then run time
+    :math:`O(n^3)` per :math:`\varepsilon` (``n = 100``: ~7 ms, ``n = 400``: ~0.4 s per value
+    on one CPU core); memory :math:`O(n^2)` per :math:`\varepsilon` plus the table. Exact
+    (up to the bound above) throughout. Below
     :math:`\varepsilon = \sqrt{\text{tiny}}` (1.5e-154 in float64, 1.1e-19 in float32), where
     the advantage is :math:`c_n\varepsilon` to far below the unit roundoff and the
     recursion's products would be subnormal, it is evaluated there and scaled.
@@ -394,7 +401,7 @@ def best_advantage_laplace(
         raise ValueError(
             f"n={n}: the exact n-fold Laplace recursion supports n <= {LAPLACE_MAX_N} (its "
             "setup grows as n^4: ~35 s at n = 400 on one CPU core); use "
-            "membership_bounds(epsilon, n) for bounds at any n"
+            f"{_BOUNDS_HINT}"
         )
     min_nodes = (n + 1) // 2
     nodes = min_nodes + 48 if quadrature_nodes is None else quadrature_nodes
@@ -405,7 +412,7 @@ def best_advantage_laplace(
     _check_work_size(
         min_nodes * nodes * n * 8,
         f"n={n}: the exact n-fold Laplace recursion's table (~n^2 Q/2 floats)",
-        "use membership_bounds(epsilon, n) for bounds at any n",
+        f"use {_BOUNDS_HINT}",
     )
     eps, s = as_inexact(epsilon, sensitivity, names=("epsilon", "sensitivity"))
     check_nonnegative("epsilon", eps, finite=False)
@@ -758,6 +765,12 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
         :class:`MembershipBounds`, every field of shape ``broadcast(epsilon, delta)``.
         Negative or NaN ``epsilon`` gives NaN in every field under ``jit``, and ``delta``
         outside ``[0, 1]`` (or NaN) NaN in ``erlingsson`` (``ValueError`` eagerly).
+
+    Raises:
+        ValueError: as above, and an ``n`` whose exact binomial sum (``exact``, by
+            :func:`jaxdp.max_tv_eps_dp`) needs more than 4 GiB of work arrays: ``n`` above
+            ~6.7e7 for one ``epsilon`` (:func:`jaxdp.max_tv_eps_dp_chernoff_bound` bounds any
+            ``n``).
     """
     n = _check_n(n)
     eps, dlt = as_inexact(epsilon, delta, names=("epsilon", "delta"))

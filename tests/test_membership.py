@@ -684,3 +684,16 @@ def test_argument_ranges_of_the_bounds():
     # the table's size still bounds quadrature_nodes
     with pytest.raises(ValueError, match="GiB"):
         mb.best_advantage_laplace(1.0, 400, quadrature_nodes=10**6)
+
+
+def test_refusals_point_to_what_accepts_that_n():
+    # Regression: best_advantage_laplace sent every n it refuses to "membership_bounds(epsilon,
+    # n) for bounds at any n", which itself refuses n = 1e8 (its exact binomial sum needs
+    # 6 GiB); the hint now names the bound that takes any n
+    n = 10**8
+    with pytest.raises(ValueError, match="max_tv_eps_dp_chernoff_bound") as refused:
+        mb.best_advantage_laplace(1.0, n)
+    assert "n up to ~6.7e7" in str(refused.value)
+    with pytest.raises(ValueError, match="GiB"):
+        mb.membership_bounds(1.0, n)
+    assert 0.0 < float(max_tv_eps_dp_chernoff_bound(1e-5, n)) < 1.0
