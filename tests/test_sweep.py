@@ -279,6 +279,17 @@ def test_csv_and_float32(tmp_path):
     assert (tmp_path / "f32" / "results.csv").read_text() == csv
 
 
+def test_csv_keeps_integer_axis_values_beyond_2_53(tmp_path):
+    # the CSV table went through float64: 2**53 + 1 was written as 9007199254740992 (and
+    # 2**62 + 1 as 4611686018427387904), values results.npz holds exactly
+    ints = [1, 2**53 + 1, 2**62 + 1]
+    grid = {"sensitivity": ints, "epsilon": 1.0}
+    sweep({"mechanism": "geometric", "quantities": ["tv"], "grid": grid}, tmp_path / "g", csv=True)
+    np.testing.assert_array_equal(load_sweep(tmp_path / "g").coords["sensitivity"], ints)
+    rows = (tmp_path / "g" / "results.csv").read_text().splitlines()[1:]
+    assert [int(r.split(",")[0]) for r in rows] == ints
+
+
 def test_renyi_orders_and_mmap(tmp_path):
     spec = {
         "mechanism": "laplace",

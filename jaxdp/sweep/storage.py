@@ -485,11 +485,15 @@ class Store:
                     cols += [self.read_chunk(i, n_chunks, q, stop - start) for q in quantities]
                 else:
                     cols += [stored[q][start:stop] for q in quantities]
-                fmts = [
-                    "%d" if np.issubdtype(c.dtype, np.integer) or c.dtype == bool else float_fmt
-                    for c in cols
-                ]
-                table = np.column_stack([c.astype(np.float64) for c in cols])
+                exact = [np.issubdtype(c.dtype, np.integer) or c.dtype == bool for c in cols]
+                fmts = ["%d" if e else float_fmt for e in exact]
+                # (integers as Python ints: through float64, 2**53 + 1 was written ...992)
+                table = np.column_stack(
+                    [
+                        c.astype(object if e else np.float64)
+                        for c, e in zip(cols, exact, strict=True)
+                    ]
+                )
                 np.savetxt(f, table, fmt=fmts, delimiter=",")
 
         atomic_write(self.root / CSV, write)
