@@ -645,7 +645,11 @@ BAD_SPECS = [
     ({"quantities": ["eq34"]}, "quantity 'eq34' needs 'shift', a parameter of adversarial_laplace"),
     ({"quantities": ["eq40"]}, "quantity 'eq40' needs 'delta': give it in \\[grid\\]"),
     ({"grid": {"epsilon": [1.0], "delta": [0.1]}}, "has no parameter 'delta'"),
-    ({"quantities": ["eq40"], "grid": {"epsilon": [1.0], "delta": [2.0]}}, "delta must be"),
+    # (a formula's refusal: was "mechanism 'laplace' rejects the grid: delta must be ...")
+    (
+        {"quantities": ["eq40"], "grid": {"epsilon": [1.0], "delta": [2.0]}},
+        "^spec: quantity 'eq40' rejects the grid: delta must be",
+    ),
     ({"mechanism": "gaussian", "grid": {"sigma": [1.0]}, "quantities": ["eq22"]}, "needs epsilon"),
     (
         {"mechanism": "randomized_response", "grid": {"epsilon": [1.0], "k": [2, 3]}},

@@ -159,7 +159,12 @@ def make_kernel(spec: SweepSpec) -> Kernel:
         pair(kw)
         every = {**defaults, **kw}
         for q in paper_args:
-            paper_value(q, every)
+            try:
+                paper_value(q, every)
+            except ValueError as e:  # (was "mechanism 'laplace' rejects the grid: delta ...")
+                raise ValueError(
+                    f"spec: quantity '{q}' rejects the grid: {error_line(e)}"
+                ) from None
 
     kernel.light = light  # type: ignore[attr-defined]
     kernel.pair = lambda params: pair(inputs(params))  # type: ignore[attr-defined]
@@ -236,7 +241,8 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
     cannot vary over a grid (such as the support size ``k`` of randomized response).
 
     Raises:
-        ValueError: one line, naming the mechanism and the offending parameter where known.
+        ValueError: one line, naming the mechanism (or the paper formula that refuses a value)
+            and the offending parameter where known.
     """
     first = {}
     axis_values = {}
