@@ -452,6 +452,10 @@ def test_float32_sweep_computes_an_integer_axis_in_float32(tmp_path):
     assert a.values["kl_pq"][1] == want
     with pytest.raises(ValueError, match=r"^spec: grid parameter 'epsilon': 16777217 is not exact"):
         sweep(dict(base, grid={"epsilon": [1, 2**24 + 1]}), tmp_path / "x", quiet=True)
+    # a fixed integer too (its points were those of 16777216, stored beside 16777217)
+    grid = {"epsilon": [1.0], "sensitivity": 2**24 + 1}
+    with pytest.raises(ValueError, match=r"^spec: grid parameter 'sensitivity': 16777217 is not"):
+        sweep(dict(base, grid=grid), tmp_path / "x", quiet=True)
     assert not (tmp_path / "x").exists()
 
 

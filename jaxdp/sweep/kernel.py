@@ -46,15 +46,8 @@ def _axis_values(spec: SweepSpec, axis: Any) -> np.ndarray:
     vals = axis.values(_float_dtype(spec))
     if not axis.is_integer:
         return vals
-    if spec.dtype != "float64":
-        dtype = np.dtype(_float_dtype(spec))
-        for v in axis.args:
-            rounded = dtype.type(v)
-            if int(rounded) != v:
-                raise ValueError(
-                    f"spec: grid parameter '{axis.name}': {v} is not exact in {dtype.name} (it "
-                    f"would be {int(rounded)}); use dtype float64"
-                )
+    for v in axis.args:
+        _check_exact(spec, axis.name, v)
     info = np.iinfo(_int_dtype())
     big = [v for v in axis.args if not info.min <= v <= info.max]
     if big:  # (without x64: it wrapped, and the mechanism was blamed for -2147483647)
@@ -65,9 +58,26 @@ def _axis_values(spec: SweepSpec, axis: Any) -> np.ndarray:
     return vals.astype(_int_dtype())
 
 
+def _check_exact(spec: SweepSpec, name: str, value: int) -> None:
+    """Refuse an integer grid value that the spec's float dtype (float32) does not hold."""
+    if spec.dtype != "float64":
+        dtype = np.dtype(_float_dtype(spec))
+        rounded = dtype.type(value)
+        if int(rounded) != value:
+            raise ValueError(
+                f"spec: grid parameter '{name}': {value} is not exact in {dtype.name} (it "
+                f"would be {int(rounded)}); use dtype float64"
+            )
+
+
 def _fixed_value(name: str, value: Any, spec: SweepSpec) -> Any:
-    """A fixed parameter as a Python scalar (ints stay static) or a 0-d array of the spec dtype."""
+    """A fixed parameter as a Python scalar (ints stay static) or a 0-d array of the spec dtype.
+
+    A fixed integer is checked as an integer axis is (:func:`_axis_values`): the mechanisms
+    compute with it in the spec's dtype (``sensitivity = 16777217`` in a float32 sweep gave the
+    points of 16777216, stored beside 16777217)."""
     if isinstance(value, int):
+        _check_exact(spec, name, value)
         return value
     return cast_checked(value, _float_dtype(spec), f"fixed parameter {name!r}")
 
