@@ -746,6 +746,9 @@ def test_dict_spec_takes_numpy_values_and_tuples(tmp_path):
         },
     }
     assert parse_spec(numpy) == parse_spec(plain)
+    # JAX arrays and scalars too (refused as "must be a number, got Array([0.5, 1.], ...)")
+    grid = {"epsilon": jnp.asarray([0.5, 1.0]), "sensitivity": {"linspace": [1.0, jnp.int32(2), 3]}}
+    assert parse_spec(dict(plain, grid=grid)) == parse_spec(plain)
     # and sweep's own chunk_size
     spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0, 3.0]}}
     assert sweep(spec, tmp_path / "n", chunk_size=np.int64(2), quiet=True).n_chunks == 2

@@ -46,6 +46,7 @@ import tomllib
 from collections.abc import Callable, Mapping
 from typing import Any
 
+import jax
 import numpy as np
 
 from jaxdp.sweep.grid import Grid, parse_grid
@@ -317,12 +318,13 @@ def _quantities(raw: Any, renyi_orders: Any) -> tuple[str, ...]:
 
 
 def _plain(value: Any) -> Any:
-    """A dict spec's numpy scalars and arrays, and tuples, as the TOML values they stand for
-    (``np.float32(1.0)`` was refused as "must be a number", ``np.linspace(...)`` as an axis too)."""
+    """A dict spec's numpy and JAX scalars and arrays, and tuples, as the TOML values they stand
+    for (``np.float32(1.0)`` was refused as "must be a number", ``np.linspace(...)`` as an axis
+    too, and so were ``jnp.linspace(...)`` and ``jnp.float32(1.0)``)."""
     if isinstance(value, Mapping):
         return {k: _plain(v) for k, v in value.items()}
-    if isinstance(value, np.ndarray):
-        return _plain(value.tolist())
+    if isinstance(value, np.ndarray | jax.Array):
+        return _plain(np.asarray(value).tolist())
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, np.generic):
