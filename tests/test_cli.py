@@ -65,6 +65,8 @@ def test_chernoff_command_table(capsys):
             ["chernoff", "randomized_response", "--epsilon", "1", "--k", "1000000000000"],
             "--k 1000000000000 is too large",
         ),
+        # --k 0 was a ZeroDivisionError traceback (the rows' blocking divides by k)
+        (["chernoff", "randomized_response", "--epsilon", "1", "--k", "0"], "--k must be"),
         (["calibrate", "laplace", "--budget", "0.1", "--compositions", "1" + "0" * 20], "2**63"),
         # the exact n-fold Laplace TV (setup ~n^4) is refused, not built until OOM (or for
         # ~20 minutes at 1000)

@@ -63,6 +63,8 @@ def run(args: argparse.Namespace) -> int:
     if args.k is not None:
         if "k" not in accepted:
             raise ValueError(f"--k does not apply to {args.mechanism}")
+        if args.k < 2:  # (--k 0 was a ZeroDivisionError traceback in the blocking below)
+            raise ValueError(f"--k must be an integer >= 2, got {args.k}")
         if args.k > MAX_K:
             raise ValueError(
                 f"--k {args.k} is too large: randomized response is evaluated on all k "
