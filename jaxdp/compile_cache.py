@@ -85,8 +85,9 @@ def enable_compile_cache(
       The directory in use.
 
     Raises:
-      ValueError: ``path`` cannot be created or is not a writable directory (or is not
-        given, and there is no home directory: see :func:`default_compile_cache_dir`), or
+      ValueError: ``path`` cannot be created, is not a writable directory or is not valid
+        UTF-8 (or is not given, and there is no home directory: see
+        :func:`default_compile_cache_dir`), or
         ``min_compile_time_s`` is negative or not finite.
       TypeError: ``path`` is not a str, bytes or path-like object.
     """
@@ -107,6 +108,13 @@ def enable_compile_cache(
         ) from None
     if not path:
         raise ValueError("path must be a directory, got an empty string")
+    try:  # (JAX's C++ options take only UTF-8: with such a path set, every later jit failed
+        # with "(): incompatible function arguments", naming nothing)
+        path.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError(
+            f"path: {os.fsencode(path)!r} is not valid UTF-8, which JAX's cache needs"
+        ) from None
     path = os.path.abspath(os.path.expanduser(path))
     try:
         os.makedirs(path, mode=0o700, exist_ok=True)

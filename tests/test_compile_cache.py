@@ -149,6 +149,12 @@ def test_bad_arguments_are_refused_before_anything_is_set(tmp_path):
         jd.enable_compile_cache(123)
     with pytest.raises(ValueError, match=f"directory {re.escape(repr(str(not_a_dir)))}:"):
         jd.enable_compile_cache(os.fsencode(not_a_dir))
+    # a path that is not UTF-8 was created and set: every later jit then failed with JAX's
+    # "(): incompatible function arguments" (the CLI's JAXDP_COMPILE_CACHE too)
+    for bad in (os.fsencode(tmp_path) + b"/x\xff", os.fsdecode(os.fsencode(tmp_path) + b"/y\xff")):
+        with pytest.raises(ValueError, match="is not valid UTF-8"):
+            jd.enable_compile_cache(bad)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
     for t in (-1.0, float("nan"), float("inf"), "soon", None, True):
         with pytest.raises(ValueError, match="min_compile_time_s"):
             jd.enable_compile_cache(tmp_path, min_compile_time_s=t)
