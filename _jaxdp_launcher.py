@@ -34,8 +34,13 @@ def _interrupted(signum, frame):
         os._exit(2)
 
 
-def main() -> int:
+def install() -> None:
+    """Make SIGINT end the process as described above (also used by ``jaxdp/_dash_m.py``)."""
     signal.signal(signal.SIGINT, _interrupted)
+
+
+def main() -> int:
+    install()
     from jaxdp.cli import main as cli_main
 
     return cli_main()

@@ -5,7 +5,8 @@ The public names are re-exported here explicitly; see ``__all__``. Submodules
 paper's closed forms, by equation number) are part of the public API too.
 """
 
-from jaxdp import mechanisms, paper
+# (_dash_m first, before JAX is imported: Ctrl-C of `python -m jaxdp`, see its docstring)
+from jaxdp import _dash_m, mechanisms, paper  # noqa: F401
 from jaxdp._jit import CPU_COMPILER_OPTIONS
 from jaxdp.allocation import AllocationResult, allocate_budget
 from jaxdp.calibrate import CalibrationResult, calibrate

@@ -168,11 +168,13 @@ def test_interrupt_while_the_commands_load_is_one_line(monkeypatch, capsys):
     assert capsys.readouterr().err.strip() == "jaxdp: error: interrupted"
 
 
-@pytest.mark.parametrize("delay", [0.3, 2.5])
-def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(delay):
+@pytest.mark.parametrize("dash_m, delay", [(False, 0.3), (False, 2.5), (True, 0.3), (True, 1.0)])
+def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(dash_m, delay):
     # The installed `jaxdp` script, SIGINT while it imports jaxdp and JAX (a traceback), and
     # while it compiles/runs (one line, then SIGSEGV in the interpreter's shutdown: exit 139;
-    # or the interrupt swallowed in a GC callback and the command run to its end)
+    # or the interrupt swallowed in a GC callback and the command run to its end). The same
+    # with `python -m jaxdp`, which imports the package (and JAX) before jaxdp/__main__.py:
+    # a traceback and exit 1, or the command run to its end (QA pass)
     import os
     import signal
     import subprocess
@@ -182,6 +184,8 @@ def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(delay):
 
     script = Path(sys.executable).with_name("jaxdp")
     cmd = [str(script)] if script.exists() else [sys.executable, "-m", "_jaxdp_launcher"]
+    if dash_m:
+        cmd = [sys.executable, "-m", "jaxdp"]
     argv = ["chernoff", "randomized_response", "--epsilon", "1", "--epsilon", "2"]
     env = {**os.environ, "JAXDP_COMPILE_CACHE": "off"}
     proc = subprocess.Popen(
