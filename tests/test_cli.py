@@ -451,3 +451,27 @@ def test_sweep_dry_run_counts_one_point_in_the_singular(tmp_path, capsys):
     spec.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0]\n')
     assert main(["--no-compile-cache", "sweep", str(spec), "--dry-run"]) == 0
     assert "= 1 point, 1 chunk(s) of 1," in capsys.readouterr().out  # was '1 points'
+
+
+def test_reproduce_lists_a_name_that_is_not_utf8_on_a_strict_stdout(monkeypatch, tmp_path):
+    # with stdout strict UTF-8 (LANG=en_US.UTF-8), an --out that is not UTF-8 failed the
+    # command after every file was written: "'utf-8' codec can't encode character '\udcff'"
+    # (QA pass). The curves and figures are stubbed: only the listing is under test.
+    import io
+    import sys
+
+    from jaxdp import plots, report
+
+    for name in ("fig2_data", "fig3_data", "membership_data"):
+        monkeypatch.setattr(report, name, lambda *a: None)
+    for name in ("fig2", "fig3", "fig_membership"):
+        monkeypatch.setattr(plots, name, lambda *a, **k: None)
+    monkeypatch.setattr(plots, "save", lambda fig, out, name, formats: [f"{out}/{name}.png"])
+    monkeypatch.setattr(report, "findings", lambda *a: [])
+    monkeypatch.setattr(report, "write_table", lambda rows, out, dtype: [])
+    stdout = io.TextIOWrapper(io.BytesIO(), encoding="utf-8", errors="strict")
+    monkeypatch.setattr(sys, "stdout", stdout)
+    out = os.fsdecode(os.fsencode(tmp_path) + b"/r\xff")
+    assert main(["--no-compile-cache", "reproduce", "--out", out, "--formats", "png"]) == 0
+    stdout.flush()
+    assert stdout.buffer.getvalue().decode().splitlines()[0] == f"{tmp_path}/r\\xff/fig2.png"

@@ -72,6 +72,13 @@ def _formats(text: str) -> tuple[str, ...]:
     return fmts
 
 
+def _shown(path: str) -> str:
+    """``path`` for a text stream: the bytes of a name that is not UTF-8 (``os.fsdecode``'s
+    surrogates) as ``\\xNN`` escapes. (printed as is, such a name failed the command after
+    every file was written, where stdout is strict UTF-8, e.g. under LANG=en_US.UTF-8)"""
+    return os.fsencode(path).decode(sys.getfilesystemencoding(), "backslashreplace")
+
+
 def run(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     points = args.points if args.points is not None else (QUICK_POINTS if args.quick else None)
@@ -122,10 +129,10 @@ def run(args: argparse.Namespace) -> int:
     if not args.quiet:
         elapsed = time.perf_counter() - start
         for path in written:
-            print(path)
+            print(_shown(path))
         failing = sum(1 for r in rows if r.fails)
         print(
-            f"jaxdp reproduce: {len(written)} files in {out} ({len(eps)} points, {dtype}, "
+            f"jaxdp reproduce: {len(written)} files in {_shown(out)} ({len(eps)} points, {dtype}, "
             f"{elapsed:.1f} s); {failing} of {len(rows)} paper formulas fail somewhere on the "
             "grid, see paper_vs_exact.md",
             file=sys.stderr,
