@@ -475,3 +475,18 @@ def test_reproduce_lists_a_name_that_is_not_utf8_on_a_strict_stdout(monkeypatch,
     assert main(["--no-compile-cache", "reproduce", "--out", out, "--formats", "png"]) == 0
     stdout.flush()
     assert stdout.buffer.getvalue().decode().splitlines()[0] == f"{tmp_path}/r\\xff/fig2.png"
+
+
+@pytest.mark.parametrize("value", ["abc", "-1", "nan"])
+def test_sweep_test_delay_variable_with_a_bad_value_is_named(value, tmp_path, monkeypatch, capsys):
+    # was "could not convert string to float: 'abc'" / "sleep length must be non-negative",
+    # naming no variable, after the output directory was set up (QA pass)
+    spec = tmp_path / "s.toml"
+    spec.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0]\n')
+    monkeypatch.setenv("JAXDP_SWEEP_TEST_DELAY", value)
+    out = tmp_path / "o"
+    assert main(["--no-compile-cache", "sweep", str(spec), "--out", str(out), "--quiet"]) == 2
+    assert capsys.readouterr().err == (
+        f"jaxdp: error: JAXDP_SWEEP_TEST_DELAY must be a number of seconds >= 0, got {value!r}\n"
+    )
+    assert not out.exists()

@@ -98,6 +98,23 @@ class SweepResult(NamedTuple):
 POINT_VALUES = 256
 
 
+def _test_delay() -> float:
+    """Seconds of ``$JAXDP_SWEEP_TEST_DELAY`` (0 when unset or empty).
+
+    Raises:
+        ValueError: naming the variable (was "could not convert string to float: 'abc'" or
+            "sleep length must be non-negative", after the manifest was written).
+    """
+    text = os.environ.get(_TEST_DELAY, "").strip()
+    try:
+        delay = float(text or 0)
+    except ValueError:
+        delay = math.nan
+    if not 0 <= delay < math.inf:
+        raise ValueError(f"{_TEST_DELAY} must be a number of seconds >= 0, got {text!r}")
+    return delay
+
+
 def _per_device(devices: list, point_values: int = 1) -> int:
     base = CPU_POINTS_PER_DEVICE if devices[0].platform == "cpu" else ACCELERATOR_POINTS_PER_DEVICE
     return max(64, base * POINT_VALUES // max(point_values, POINT_VALUES))
@@ -285,6 +302,7 @@ def sweep(
     if not os.fspath(out_dir):  # (Path("") is the current directory)
         raise ValueError("out_dir: empty path")
     spec = parse_spec(spec)
+    _test_delay()  # (checked before any work)
     if spec.dtype == "float64" and not jax.config.jax_enable_x64:
         raise ValueError(
             "spec: dtype float64 needs jax_enable_x64 (the jaxdp CLI enables it); "
@@ -526,7 +544,7 @@ def _run_chunks(
 ) -> float:
     from tqdm.auto import tqdm
 
-    delay = float(os.environ.get(_TEST_DELAY, "0") or 0)
+    delay = _test_delay()
     bar = tqdm(
         total=n,
         initial=n - todo.points,
