@@ -450,7 +450,8 @@ def test_sweep_dry_run_counts_one_point_in_the_singular(tmp_path, capsys):
     spec = tmp_path / "one.toml"
     spec.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0]\n')
     assert main(["--no-compile-cache", "sweep", str(spec), "--dry-run"]) == 0
-    assert "= 1 point, 1 chunk(s) of 1," in capsys.readouterr().out  # was '1 points'
+    out = capsys.readouterr().out  # was '1 quantities on 1 = 1 points'
+    assert out.startswith("laplace: 1 quantity on 1 = 1 point, 1 chunk(s) of 1,")
 
 
 def test_reproduce_lists_a_name_that_is_not_utf8_on_a_strict_stdout(monkeypatch, tmp_path):

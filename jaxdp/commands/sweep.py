@@ -181,7 +181,8 @@ def run(args: argparse.Namespace) -> int:
         size = min(args.chunk_size or spec.chunk_size or default, spec.size)
         shape = " x ".join(str(s) for s in spec.shape) or "1"
         print(
-            f"{spec.mechanism}: {len(spec.quantities)} quantities on {shape} = "
+            f"{spec.mechanism}: {_count(len(spec.quantities), 'quantity', 'quantities')} "
+            f"on {shape} = "
             f"{_points(spec.size)}, "
             f"{-(-spec.size // size)} chunk(s) of {size}, {len(jax.devices())} device(s)"
         )
@@ -199,4 +200,8 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _points(n: int) -> str:
-    return f"{n} point" if n == 1 else f"{n} points"  # ('1 points')
+    return _count(n, "point", "points")  # ('1 points')
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one}" if n == 1 else f"{n} {many}"  # ('1 quantities')
