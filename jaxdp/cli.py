@@ -19,7 +19,9 @@ instead of being warned about on every run (:func:`jaxdp.compile_cache.repairing
 Errors: any ``ValueError``/``TypeError``/``OSError``/``OverflowError``/``MemoryError``, or a
 JAX runtime error (``jax.errors.JaxRuntimeError``, e.g. XLA's ``RESOURCE_EXHAUSTED`` when an
 array does not fit memory), raised while parsing or running a command is printed as a single
-line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback. So is Ctrl-C
+line ``jaxdp: error: ...`` on stderr with exit status 2; no traceback. So is a backend JAX
+cannot start (``JAX_PLATFORMS=cuda`` on a host without an NVIDIA GPU), found before the
+command runs. So is Ctrl-C
 (``jaxdp: error: interrupted``), wherever it lands (the console script's entry point,
 ``_jaxdp_launcher``, installs the handler before jaxdp and JAX are imported). Output into a
 pipe whose reader has gone (``| head -1``) ends the command quietly with status 141, as
@@ -163,6 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         from jaxdp.compile_cache import repairing
 
         cache = None if args.no_compile_cache else _compile_cache()
+        if not getattr(args, "distributed", False):  # (it must come before the backend)
+            _start_backend()
         with contextlib.nullcontext({}) if cache is None else repairing(cache) as damaged:
             status = int(args._run(args) or 0)
         if removed := sorted(name for name, why in damaged.items() if why is None):
@@ -206,6 +210,25 @@ def _reader_gone() -> int:
         os.dup2(devnull, sys.stdout.fileno())
         os.close(devnull)
     return 128 + 13  # (13: SIGPIPE)
+
+
+def _start_backend() -> None:
+    """Start JAX's backend before the command runs.
+
+    Raises:
+        ValueError: JAX cannot start it, naming ``$JAX_PLATFORMS`` when set (e.g. ``cuda``
+            on a host without an NVIDIA GPU, or a backend not installed: a 40-line
+            traceback from the command's first array, JAX's ``RuntimeError`` or, for
+            ``cuda``, a bare ``AssertionError``).
+    """
+    import jax
+
+    try:
+        jax.devices()
+    except (RuntimeError, AssertionError) as e:
+        why = error_line(e, "no device of that kind found")
+        where = f" (JAX_PLATFORMS={p!r})" if (p := os.environ.get("JAX_PLATFORMS")) else ""
+        raise ValueError(f"JAX cannot start its backend{where}: {why}") from None
 
 
 def _jax_runtime_errors() -> tuple[type[BaseException], ...]:

@@ -155,6 +155,30 @@ def test_jax_runtime_error_is_one_line(monkeypatch, capsys):
     ]
 
 
+@pytest.mark.parametrize(
+    "error, why",
+    [
+        (AssertionError(), "no device of that kind found"),  # (JAX's, for cuda without a GPU)
+        (RuntimeError("Unable to initialize backend 'x': not known.\nmore"), "Unable to ini"),
+    ],
+)
+def test_a_backend_jax_cannot_start_is_one_line(error, why, monkeypatch, capsys):
+    # JAX_PLATFORMS=cuda on a CPU-only host, or a backend not installed: a 40-line traceback
+    # from the command's first array, exit 1 (QA pass)
+    import jax
+
+    def devices(*args, **kwargs):
+        raise error
+
+    monkeypatch.setattr(jax, "devices", devices)
+    monkeypatch.setenv("JAX_PLATFORMS", "cuda")
+    assert main(["--no-compile-cache", "chernoff", "laplace", "--epsilon", "1"]) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith(
+        f"jaxdp: error: JAX cannot start its backend (JAX_PLATFORMS='cuda'): {why}"
+    )
+
+
 def test_interrupt_while_the_commands_load_is_one_line(monkeypatch, capsys):
     # Ctrl-C in the first second (the command modules importing) printed a traceback and
     # died of SIGINT: the handler covered only the command's run (QA pass)
