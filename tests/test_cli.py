@@ -228,6 +228,30 @@ def test_ctrl_c_of_the_console_script_is_one_line_and_status_2(dash_m, delay):
     assert (proc.returncode, err.decode()) == (2, "jaxdp: error: interrupted\n"), out
 
 
+def test_python_dash_m_of_a_package_that_imports_jaxdp_keeps_its_sigint_handler(tmp_path):
+    # jaxdp/_dash_m.py installs the CLI's SIGINT handler (one line, os._exit(2)) while
+    # `python -m jaxdp` imports the package; `python -m userpkg`, whose package imports jaxdp
+    # while sys.argv[0] is "-m" too, must keep Python's KeyboardInterrupt (review of the QA fix)
+    import subprocess
+    import sys
+
+    from jaxdp._dash_m import _dash_m_target
+
+    assert _dash_m_target(["python", "-X", "utf8", "-m", "jaxdp", "-m"]) == "jaxdp"
+    assert _dash_m_target(["python", "-mjaxdp.cli"]) == "jaxdp.cli"
+    assert _dash_m_target(["python", "script.py", "-m", "jaxdp"]) is None
+    pkg = tmp_path / "userpkg"
+    pkg.mkdir()
+    (pkg / "__init__.py").write_text("import jaxdp\n")
+    (pkg / "__main__.py").write_text(
+        "import signal\nprint(signal.getsignal(signal.SIGINT) is signal.default_int_handler)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-m", "userpkg"], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert (proc.returncode, proc.stdout, proc.stderr) == (0, "True\n", "")
+
+
 @pytest.fixture
 def bench_calls(monkeypatch, tmp_path):
     """``jaxdp bench`` with the runner replaced: the commands it would launch, and where."""
