@@ -662,7 +662,8 @@ def max_tv_eps_dp(eps: ArrayLike, n: int | ArrayLike = 1) -> jax.Array:
     ``O(size(eps) * n)``; above 4 GiB of work arrays it is refused.
 
     Measured against an mpmath binomial sum (40 digits) for ``n`` in ``{1, ..., 1e4}`` and
-    ``eps`` in ``[1e-8, 50]``: float64 relative error < 1e-14. float32 relative error
+    ``eps`` in ``[1e-8, 50]``: float64 relative error < 1.5e-14 (1.2e-14 at ``n = 17``,
+    ``eps = 1.2e-8``; 8.1e-15 at ``n = 4``, ``eps = 0.3``). float32 relative error
     < 1e-6 for ``n <= 1e4``, measured against float64 at the same float32 inputs (20001
     ``eps`` log-spaced in ``[1e-8, 50]`` for ``n`` in ``{1, 2, 3, 4, 5, 7, 10, 11, 30, 100,
     101, 300, 1000, 3000, 9999, 1e4}``, 3001 for every ``n <= 129``): 3.2e-7 at ``n = 1``,
