@@ -36,13 +36,20 @@ def as_array(x, name: str):
     except (TypeError, ValueError):
         raise TypeError(f"{name} must be a real number or array, got {type(x).__name__}") from None
     except OverflowError:  # a Python int beyond JAX's integers (was JAX's message, unnamed)
-        dtype = jnp.asarray(0).dtype
-        raise ValueError(
-            f"{name} holds an integer outside the range of {dtype}; pass it as a float"
-        ) from None
+        raise _integer_range_error(name, jnp.asarray(0).dtype) from None
+    # numpy integers beyond JAX's width (int32 without jax_enable_x64) are narrowed silently:
+    # np.int64(2**32 + 3) was read as 3
+    if isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "iu" and x.size:
+        info = np.iinfo(arr.dtype)
+        if x.min() < info.min or x.max() > info.max:
+            raise _integer_range_error(name, arr.dtype)
     if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
     return arr
+
+
+def _integer_range_error(name: str, dtype) -> ValueError:
+    return ValueError(f"{name} holds an integer outside the range of {dtype}; pass it as a float")
 
 
 def as_inexact(*xs, names=None):

@@ -1,0 +1,51 @@
+"""The library as JAX runs by default: ``jax_enable_x64`` off (float32, int32).
+
+The suite runs under x64 (``conftest.py``); these tests switch it off for their duration, as
+``test_calibrate.py`` and ``test_sweep.py`` do for single checks.
+"""
+
+import jax
+import numpy as np
+import pytest
+
+import jaxdp as jd
+
+
+@pytest.fixture
+def no_x64():
+    jax.config.update("jax_enable_x64", False)
+    try:
+        yield
+    finally:
+        jax.config.update("jax_enable_x64", True)
+
+
+def test_numpy_integers_beyond_int32_are_refused_not_wrapped(no_x64):
+    # JAX narrows numpy int64 to int32 without x64, silently: np.int64(2**32 + 3) was read
+    # as 3 (a geometric mechanism of sensitivity 3, a Chernoff bound for n = 3, a Laplace
+    # location 3), 2**32 as 0 (a probability vector [2**32, 1] read as [0, 1])
+    big = np.int64(2**32 + 3)
+    cases = [
+        (lambda: jd.mechanisms.geometric(big, epsilon=1.0), "sensitivity"),
+        (lambda: jd.Laplace(big, 1.0), "Laplace: loc"),
+        (lambda: jd.Categorical(np.array([2**32, 1])), "Categorical: probs"),
+        (lambda: jd.calibrate("geometric", 0.1, sensitivity=big), "sensitivity"),
+        (lambda: jd.allocate_budget(0.5, [1.0, 2.0], np.array([2**32 + 1, 1])), "weights"),
+        (lambda: jd.max_tv_eps_dp_chernoff_bound(1e-3, big), "n"),
+        (lambda: jd.max_kl_eps_dp(np.array([1, 2**32 + 3])), "eps"),
+        (lambda: jd.paper.eq38(0.1, big), "q"),
+        (lambda: jd.mechanisms.geometric(np.uint64(2**32 + 3), epsilon=1.0), "sensitivity"),
+        # Python ints there raised JAX's OverflowError about "args[1]"
+        (lambda: jd.max_tv_eps_dp_chernoff_bound(1e-3, 2**31), "n"),
+        (lambda: jd.max_tv_chernoff(2**40), "c"),
+    ]
+    for make, name in cases:
+        with pytest.raises(
+            ValueError, match=f"^{name} holds an integer outside the range of u?int32"
+        ):
+            make()
+    # in range, numpy integers are read as before
+    np.testing.assert_allclose(
+        jd.max_tv_eps_dp_chernoff_bound(1e-3, np.int64(3)), jd.max_tv_eps_dp_chernoff_bound(1e-3, 3)
+    )
+    assert jd.mechanisms.geometric(np.int64(2**31 - 1), epsilon=1.0)[1].loc == 2.0**31
