@@ -48,6 +48,13 @@ def as_array(x, name: str):
     return arr
 
 
+#: The largest iteration cap a solver honours (``max_steps`` above it is read as this): the
+#: solvers count iterations in int32 (float32 inputs, or without ``jax_enable_x64``), against
+#: which ``max_steps = 2**31`` was wrapped (``calibrate`` ran no iteration under x64 and
+#: returned ``achieved = nan``) or raised JAX's OverflowError about an argument "y".
+MAX_STEPS = 2**31 - 1
+
+
 def _integer_range_error(name: str, dtype) -> ValueError:
     return ValueError(f"{name} holds an integer outside the range of {dtype}; pass it as a float")
 

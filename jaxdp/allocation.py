@@ -544,6 +544,7 @@ def allocate_budget(
     _check_callables(pair if callable(mechanism) else None, variance, s)
     eps = float(jnp.finfo(s.dtype).eps)
     tol = 1e-3 * math.sqrt(eps) if tol is None else tol
+    max_steps = min(max_steps, _checks.MAX_STEPS)
     return _allocate(pair, variance, max_steps, tol, bool(compare_bound), budget, s, w)
 
 

@@ -752,4 +752,6 @@ def calibrate(
             compositions, np.broadcast_to(np.asarray(s_vals), shape), budget.dtype
         )
         spec = dataclasses.replace(spec, max_sensitivity=dmax)
-    return _calibrate_jit(spec, metric, int(compositions), int(max_steps), budget, s)
+    return _calibrate_jit(
+        spec, metric, int(compositions), min(int(max_steps), _checks.MAX_STEPS), budget, s
+    )

@@ -51,6 +51,7 @@ from jax import lax
 
 from jaxdp import _jit
 from jaxdp import _special as sp
+from jaxdp._checks import MAX_STEPS
 from jaxdp.coefficient import (
     check_pair,
     group_product,
@@ -717,7 +718,7 @@ def chernoff(
         or max_steps < 1
     ):
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
-    max_steps = int(max_steps)
+    max_steps = min(int(max_steps), MAX_STEPS)
     check_pair(P, Q)
     return _chernoff_dispatch(P, Q, method, max_steps, _closes_over_traced(P, Q))
 

@@ -49,3 +49,14 @@ def test_numpy_integers_beyond_int32_are_refused_not_wrapped(no_x64):
         jd.max_tv_eps_dp_chernoff_bound(1e-3, np.int64(3)), jd.max_tv_eps_dp_chernoff_bound(1e-3, 3)
     )
     assert jd.mechanisms.geometric(np.int64(2**31 - 1), epsilon=1.0)[1].loc == 2.0**31
+
+
+def test_iteration_caps_beyond_int32_are_honoured(no_x64):
+    # the solvers count iterations in int32: max_steps = 2**31 raised JAX's OverflowError
+    # about an argument "y" (without x64), and under x64 calibrate wrapped it and ran no
+    # iteration (achieved nan, converged False)
+    P, Q = jd.mechanisms.laplace(epsilon=1.0)
+    assert jd.chernoff(P, Q, max_steps=2**31).converged
+    jax.config.update("jax_enable_x64", True)  # (the fixture turns it off again at the end)
+    r = jd.calibrate("randomized_response", 0.1, metric="tv", max_steps=2**31)
+    assert r.converged and 0.1 * (1 - 1e-9) < r.achieved <= 0.1
