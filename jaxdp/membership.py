@@ -779,7 +779,7 @@ def membership_bounds(epsilon, n: int = 1, *, delta=0.0) -> MembershipBounds:
     check_unit_interval("delta", dlt)
     shape = check_broadcast("epsilon, delta", eps.shape, dlt.shape)
     eps = jnp.broadcast_to(eps, shape)
-    budget = n * eps
+    budget = float(n) * eps  # (an int n of 2**31 or more overflowed int32 without x64)
     yeom = jnp.expm1(budget)
     chernoff_paper = sp.one_minus_exp(budget)
     erlingsson = chernoff_paper + dlt * jnp.exp(-budget)

@@ -60,3 +60,10 @@ def test_iteration_caps_beyond_int32_are_honoured(no_x64):
     jax.config.update("jax_enable_x64", True)  # (the fixture turns it off again at the end)
     r = jd.calibrate("randomized_response", 0.1, metric="tv", max_steps=2**31)
     assert r.converged and 0.1 * (1 - 1e-9) < r.achieved <= 0.1
+
+
+def test_membership_bounds_beyond_int32_releases(no_x64):
+    # n * eps raised JAX's OverflowError about an argument "x" (under x64: the exact sum's
+    # memory refusal, naming n, as now)
+    with pytest.raises(ValueError, match=r"^n=2147483648: the binomial sum"):
+        jd.membership_bounds(1e-3, 2**31)
