@@ -236,7 +236,7 @@ class DiscreteLaplace(_LocScale):
         return logtanh(0.5 / self.scale) - jnp.abs(k - self.loc) / self.scale
 
 
-def _log_masses(probs):
+def _log_masses(probs, given=None):
     """``log(probs)``, with tangent 0 (not ``0 * inf = nan``, which no mask downstream removes
     from second derivatives) at zero masses: a double ``where`` keeps 0 away from the log.
     Zero is read from the bits, as :func:`jaxdp._fastmath.log` reads subnormal masses
@@ -245,11 +245,18 @@ def _log_masses(probs):
     Concrete masses (a categorical built eagerly) are logged by numpy instead, in float64
     (correctly rounded nearly always; :func:`jaxdp._fastmath.log` is within 1 ulp), with
     no derivative to keep: eagerly, the jnp version ran ~30 single-op XLA programs, each
-    compiled for every new shape (~1 s to build a categorical of a new shape)."""
+    compiled for every new shape (~1 s to build a categorical of a new shape). ``given``, the
+    masses as passed, is logged instead where concrete: a float64 mass below the float32
+    range (without ``jax_enable_x64``), 1e-50, was rounded to 0 first (log-prob ``-inf`` for
+    the float32 -115.13)."""
     if _checks.is_concrete(probs):
         v = np.asarray(probs)
+        if given is not None and _checks.is_concrete(given):
+            v64 = np.asarray(jax.device_get(given), dtype=np.float64)
+        else:
+            v64 = v.astype(np.float64)
         with np.errstate(divide="ignore"):
-            out = jnp.asarray(np.log(v.astype(np.float64)).astype(v.dtype))
+            out = jnp.asarray(np.log(v64).astype(v.dtype))
         if isinstance(probs, jax.Array) and probs.committed:
             out = jax.device_put(out, probs.sharding)
         return out
@@ -278,9 +285,10 @@ class Categorical(Distribution):
     log_probs: jax.Array
 
     def __init__(self, probs):
+        given = probs
         (probs,) = _checks.as_inexact(probs, names=("Categorical: probs",))
         self._validate(probs, "Categorical: probs")
-        self._set(log_probs=_log_masses(probs))
+        self._set(log_probs=_log_masses(probs, given))
 
     @classmethod
     def from_log_probs(cls, log_probs) -> Categorical:

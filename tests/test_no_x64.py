@@ -67,3 +67,13 @@ def test_membership_bounds_beyond_int32_releases(no_x64):
     # memory refusal, naming n, as now)
     with pytest.raises(ValueError, match=r"^n=2147483648: the binomial sum"):
         jd.membership_bounds(1e-3, 2**31)
+
+
+def test_categorical_masses_below_the_float32_range_keep_their_logarithm(no_x64):
+    # a float64 mass of 1e-50 was rounded to float32 (0) before its log was taken: log-prob
+    # -inf, where -115.13 is a float32, and a KL of inf for one of 57.4 nats
+    P = jd.Categorical(np.array([1e-50, 1 - 1e-50]))
+    Q = jd.Categorical([0.5, 0.5])
+    np.testing.assert_allclose(P.log_probs, [-50 * np.log(10), 0.0], rtol=1e-7)
+    want = 0.5 * np.log(0.5e50) + 0.5 * np.log(0.5)  # KL(Q || P)
+    np.testing.assert_allclose(jd.kl(Q, P), want, rtol=1e-6)
