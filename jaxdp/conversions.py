@@ -202,17 +202,19 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
-            args = [_list_to_array(a) for a in args]
-            kwargs = {k: _list_to_array(v) for k, v in kwargs.items()}
             bound = signature.bind(*args, **kwargs)
             for name, value in bound.arguments.items():
                 # integers beyond JAX's width (int32 without jax_enable_x64): a Python int
                 # raised JAX's OverflowError about "args[1]", a numpy one was wrapped (n =
-                # np.int64(2**32 + 3) read as 3); as_array refuses both, naming the argument
-                if isinstance(value, int) or (
+                # np.int64(2**32 + 3) read as 3), a list numpy's OverflowError; as_array
+                # refuses them, naming the argument
+                if isinstance(value, list | tuple):  # one array (see _list_to_array)
+                    bound.arguments[name] = _checks.as_array(value, name)
+                elif isinstance(value, int) or (
                     isinstance(value, np.ndarray | np.generic) and value.dtype.kind in "iu"
                 ):
                     _checks.as_array(value, name)
+            args, kwargs = bound.args, bound.kwargs
             present = [name for name in checks if name in bound.arguments]
             for name in present:
                 checks[name](bound.arguments[name], name)

@@ -38,6 +38,8 @@ def test_numpy_integers_beyond_int32_are_refused_not_wrapped(no_x64):
         # Python ints there raised JAX's OverflowError about "args[1]"
         (lambda: jd.max_tv_eps_dp_chernoff_bound(1e-3, 2**31), "n"),
         (lambda: jd.max_tv_chernoff(2**40), "c"),
+        # a list of them numpy's OverflowError, unnamed
+        (lambda: jd.max_kl_eps_dp([1, 2**40]), "eps"),
     ]
     for make, name in cases:
         with pytest.raises(
