@@ -414,6 +414,23 @@ def test_log_bc_where_the_shift_over_the_narrower_scale_overflows():
             assert _rel(got[i, j], float(want)) < 1e-14, (a, pairs[j], got[i, j], want)
 
 
+def test_log_bc_near_one_for_a_much_wider_p():
+    # kappa_a = kappa_2 + a (kappa_1 - kappa_2) cancelled as a -> 1 where b1 >> b2: log C_a
+    # was ~eps b1/b2 relative off (2.3e-10 at b1/b2 = 2e6, and Renyi order 1 - 1e-7 with
+    # it), and at a = 1 kappa_a could round to <= 0: nan for b1/b2 = 3e16 (fuzz run)
+    pairs = [(0.0, 92023.92958887352, 0.0, 0.0435526932182856), (42.0, 4.0e10, 45.0, 1.2e-6)]
+    alphas = (1 - 1e-9, 1.0)
+    got = np.asarray(jd.log_bc(*_pq(pairs), jnp.asarray(alphas)[:, None]))
+    for j, (m1, b1, m2, b2) in enumerate(pairs):
+        want = mp_refs.dl_log_bc_geometric(int(m1), b1, int(m2), b2, alphas[0])
+        assert _rel(got[0, j], float(want)) < 1e-14, (pairs[j], got[0, j], want)
+        assert got[1, j] == 0.0, (pairs[j], got[1, j])
+    # the alpha-slope at 1 is KL(P || Q) (it was 5.8e-10 off at b1/b2 = 2e7)
+    P, Q = jd.DiscreteLaplace(0.0, 2e7), jd.DiscreteLaplace(3.0, 1.0)
+    slope = jax.grad(lambda a: jd.log_bc(P, Q, a))(1.0)
+    assert _rel(slope, jd.kl(P, Q)) < 1e-14, (slope, jd.kl(P, Q))
+
+
 def test_chernoff_converges_at_huge_epsilon():
     # eps = 1/b from 1e20 to 1e300: f' jumps from -1/b2 to 1/b1 within ~e^(-1/b) of alpha*
     # (a kink at float resolution), so f' is never small next to f'' there, and from

@@ -56,7 +56,10 @@ def _stable(b1, b2, delta, a):
     # k1 - k2 from b2 - b1: the gaps are ~(k1 - k2)^2, which the rounding of k1 and k2 would
     # spoil (relative error ~1e-9 for b2/b1 = 1 + 1e-9)
     dk = (b2 - b1) / b1 * (0.5 / b2)
-    ka = k2 + a * dk
+    # kappa_a from the smaller kappa_i, a sum of non-negative terms for a in [0, 1]: k2 + a dk
+    # cancelled as a -> 1 where k1 << k2 (~eps k2/kappa_a relative; at a = 1 it could round
+    # to <= 0, nan)
+    ka = jnp.where(dk < 0, k1 - (1.0 - a) * dk, k2 + a * dk)
     base = a * sp.logtanh_bregman(k1, ka, (1.0 - a) * dk) + (1.0 - a) * sp.logtanh_bregman(
         k2, ka, -a * dk
     )
