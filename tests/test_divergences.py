@@ -120,6 +120,15 @@ def test_mixed_pair_renyi_orders_above_one_vs_mpmath():
     assert _rel(got, want) < 1e-13
 
 
+def test_laplace_vs_gaussian_renyi_above_one_diverges_at_every_scale_ratio():
+    # int L^a G^(1-a) grows like e^((a - 1) x^2/(2 s^2)) for every order a > 1; the rule's
+    # tail test saw that only where it sets in before its last node: order 1 + 1e-7 came out
+    # 8.4 for scales 1 and 1e4, order 2 22.6 for 1 and 1e10 (fuzz run against mpmath)
+    P, Q = jd.Laplace(0.0, 1.0), jd.Gaussian(0.0, jnp.asarray([[1e4], [1e10]]))
+    got = np.asarray(jd.renyi(P, Q, jnp.asarray([1 + 1e-7, 2.0])))
+    assert np.all(got == np.inf), got
+
+
 def test_renyi_diverges_where_the_integral_does():
     # Laplace: int p^2 q^-1 diverges when 2/b1 <= 1/b2
     P, Q = jd.Laplace(0.0, 1.0), jd.Laplace(0.0, 0.4)
