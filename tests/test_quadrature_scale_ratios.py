@@ -90,3 +90,14 @@ def test_gradients_at_coincident_centres():
 
     grads = np.asarray(jax.jit(jax.jacfwd(quantities))(0.0))
     assert np.all(np.abs(grads) < 1e-14), grads
+
+
+def test_float32_kl_of_a_laplace_against_a_much_narrower_gaussian_is_finite():
+    # Far out in the Laplace's tail, (x/s)^2 overflows float32 and log q came out -inf where
+    # the Laplace is still "positive" (log p finite, p itself 0): a P-mass where q = 0, so
+    # KL(Lap(0, 1) || N(0, 1e-8)) was inf for ~1e16 (fuzz run against the closed form)
+    s = np.float32(1e-8)
+    got = jd.kl(jd.Laplace(np.float32(0.0), np.float32(1.0)), jd.Gaussian(np.float32(0.0), s))
+    s = float(s)
+    want = np.log(s * np.sqrt(2 * np.pi) / 2) - 1 + 1 / s**2  # E|x|^2 = 2 b^2
+    assert abs(float(got) - want) <= 1e-6 * want, (float(got), want)

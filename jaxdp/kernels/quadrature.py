@@ -655,6 +655,12 @@ def kl(P, Q, *, level=None):
     tails = [math.isinf(b) for b in _support(P, Q)[::-1]]  # the upper tail's group first
     for x, lw, tail in zip(xs, lws, [False] * (len(xs) - 2) + tails, strict=True):
         lp, lq = _log_probs_at(P, Q, x, lw, live_point)
+        if not (isinstance(P, Density) or isinstance(Q, Density)):
+            # built-in families are positive on the whole line: a -inf log-density is an
+            # overflowed (x/s)^2 far out in a tail (float32, scale ratios ~1e8), not a zero
+            # (as one, KL(Lap(0, 1) || N(0, 1e-8)) was inf for ~1e16)
+            big = jnp.finfo(lq.dtype).max
+            lp, lq = jnp.maximum(lp, -big), jnp.maximum(lq, -big)
         # (empty pieces, e.g. ends clipped to a bound, carry lw = -inf and may sit where a
         # density vanishes: 0 * inf)
         phi = cat.kl_terms(lp, lq, normalized=normalized)
