@@ -739,6 +739,15 @@ def calibrate(
     shape = _checks.check_broadcast("budget, sensitivity", budget.shape, s.shape)
     if spec.name == "callable":
         _check_callable(spec.fn, shape, budget.dtype)
+    if metric == "tv" and compositions > 1 and spec.name == "laplace":
+        from jaxdp.membership import LAPLACE_MAX_N
+
+        if compositions > LAPLACE_MAX_N:  # (refused inside the solver as "n=401: ...")
+            raise ValueError(
+                f"compositions must be <= {LAPLACE_MAX_N} for metric='tv' of 'laplace', got "
+                f"{compositions}: the exact n-fold Laplace recursion's setup grows as n^4 "
+                "(~35 s at 400 on one CPU core); membership_bounds(epsilon, n) bounds any n"
+            )
     if metric == "tv" and compositions > 1 and spec.name == "geometric":
         # the exact n-fold sum's static size comes from the largest sensitivity
         if not _checks.is_concrete(s_vals):
@@ -748,9 +757,12 @@ def calibrate(
             )
         from jaxdp.membership import geometric_plan
 
-        dmax = geometric_plan(
-            compositions, np.broadcast_to(np.asarray(s_vals), shape), budget.dtype
-        )
+        try:
+            dmax = geometric_plan(
+                compositions, np.broadcast_to(np.asarray(s_vals), shape), budget.dtype
+            )
+        except ValueError as e:  # (it names n, the compositions)
+            raise ValueError(f"compositions and sensitivity too large: {e}") from None
         spec = dataclasses.replace(spec, max_sensitivity=dmax)
     return _calibrate_jit(
         spec, metric, int(compositions), min(int(max_steps), _checks.MAX_STEPS), budget, s

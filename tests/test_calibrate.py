@@ -285,6 +285,15 @@ def test_bad_arguments(kwargs, match):
         calibrate("laplace", **kwargs)
 
 
+def test_exact_tv_size_limits_name_compositions():
+    # refused from jaxdp.membership as "n=401: ..." and "n=2, sensitivity ...": calibrate
+    # has no argument n
+    with pytest.raises(ValueError, match=r"^compositions must be <= 400 .*, got 401"):
+        calibrate("laplace", 0.1, metric="tv", compositions=401)
+    with pytest.raises(ValueError, match=r"^compositions and sensitivity too large: .*adds"):
+        calibrate("geometric", 0.1, sensitivity=2.0**40, metric="tv", compositions=2)
+
+
 def test_compositions_and_max_steps_numpy_and_beyond_the_integer_width():
     # JAX raised an OverflowError about an argument "x2" from inside the solver
     r = calibrate("randomized_response", 0.1, compositions=np.int64(2), max_steps=np.int64(64))

@@ -81,7 +81,7 @@ def test_chernoff_command_table(capsys):
                 "--compositions",
                 "1000",
             ],
-            "supports n <= 400",
+            "compositions must be <= 400",
         ),
         # a single-valued option given twice: the last one was used, silently
         (
