@@ -59,6 +59,7 @@ from typing import NamedTuple
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 import optax
 from jax import lax
 
@@ -528,7 +529,11 @@ def allocate_budget(
         # (XLA flushes subnormals: a subnormal budget gave scales 0, a sensitivity nan, a
         # weight a scale 2e17 of a flushed weight 0)
         _checks.check_normal(name, v)
-    if isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1:
+    if (
+        isinstance(max_steps, bool)
+        or not isinstance(max_steps, int | np.integer)  # (np.int64(200) was refused)
+        or max_steps < 1
+    ):
         raise ValueError(f"max_steps must be a positive int, got {max_steps!r}")
     if variance is not None and not callable(variance):
         raise TypeError(f"variance must be a callable, got {type(variance).__name__}")
@@ -544,7 +549,7 @@ def allocate_budget(
     _check_callables(pair if callable(mechanism) else None, variance, s)
     eps = float(jnp.finfo(s.dtype).eps)
     tol = 1e-3 * math.sqrt(eps) if tol is None else tol
-    max_steps = min(max_steps, _checks.MAX_STEPS)
+    max_steps = min(int(max_steps), _checks.MAX_STEPS)
     return _allocate(pair, variance, max_steps, tol, bool(compare_bound), budget, s, w)
 
 

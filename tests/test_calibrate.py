@@ -725,6 +725,14 @@ def test_allocation_default_weights_keep_float32():
     assert out.scales.dtype == jnp.float32
 
 
+def test_allocation_max_steps_may_be_a_numpy_integer():
+    # np.int64(50) was refused as "max_steps must be a positive int" (calibrate takes it)
+    out = jax.eval_shape(lambda s: allocate_budget(0.5, s, max_steps=np.int64(50)), np.ones(2))
+    assert out.scales.shape == (2,)
+    with pytest.raises(ValueError, match=r"^max_steps must be a positive int"):
+        allocate_budget(0.5, [1.0, 2.0], max_steps=np.int64(0))
+
+
 def test_allocation_bad_arguments():
     with pytest.raises(ValueError, match="budget"):
         allocate_budget(0.0, [1.0, 2.0])
