@@ -402,6 +402,18 @@ def test_tv_gradients_stay_finite_far_apart():
             np.testing.assert_allclose(float(grads[0][0]), (up - down) / 2e-7, rtol=1e-5)
 
 
+def test_laplace_tv_derivative_where_tv_nears_one():
+    # TV(Lap(m, 1), Lap(d, 1)) = 1 - e^{-(d - m)/2}: d/dm = -e^{-d/2}/2 at m = 0. JAX
+    # differentiates expm1(-u) as expm1(-u) + 1, which kept only ~u/e^{-u} of it: 3.8e-6
+    # relative off at d = 50, 1.7e-4 at 60; from d ~ 73, where TV rounds to 1, the clamp
+    # jnp.minimum(total, 1) halved it
+    d = jnp.asarray([10.0, 50.0, 60.0, 75.0, 79.0])
+    grad = jax.jit(
+        jax.vmap(jax.grad(lambda m, d: jd.tv(jd.Laplace(m, 1.0), jd.Laplace(d, 1.0))), (None, 0))
+    )
+    np.testing.assert_allclose(grad(0.0, d), -np.exp(-np.asarray(d) / 2) / 2, rtol=1e-13)
+
+
 def test_discrete_laplace_kl_at_tiny_scales():
     # eps = 1/b up to 1e300: P is a point mass to rounding, KL = -log q(0) = 1/b2 (Delta = 1,
     # equal scales) or 1/(2b) (Q twice as wide). The scaled log tanh curvature was 0 * inf
