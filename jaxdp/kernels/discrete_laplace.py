@@ -199,6 +199,23 @@ def _tanh_kappa(e):
     return -em * inv, 2.0 * q * inv, q, em
 
 
+@jax.custom_jvp
+def _one_minus_2(u, b, q):
+    """``1 - 2 e^{-u}/(1 + q)`` for ``u >= 1/b``, ``q = e^{-1/b}``, as two non-negative terms;
+    its derivative ``2 e^{-u}/(1 + q) (du + dq/(1 + q))`` is formed directly: differentiated
+    term by term (JAX's ``expm1(-u) + 1``, and the q-terms of numerator and denominator,
+    which cancel to ``O(e^{-u})``) it kept only ~``eps/e^{-u}`` of it where TV nears 1
+    (equal scales 60 apart: 3.3e-5 relative off)."""
+    return (-jnp.expm1(-u) - q * jnp.expm1(-(u - 1.0 / b))) / (1.0 + q)
+
+
+@_one_minus_2.defjvp
+def _one_minus_2_jvp(primals, tangents):
+    (u, b, q), (du, _, dq) = primals, tangents  # (b enters only through q = e^{-1/b})
+    w = 2.0 * jnp.exp(-u) / (1.0 + q)
+    return _one_minus_2(u, b, q), w * (du + dq / (1.0 + q))
+
+
 def _cdf_diff(k, m1, b1, m2, b2):
     """F_P(k) - F_Q(k) at integer k, without cancellation where it matters."""
     q1, q2 = jnp.exp(-1.0 / b1), jnp.exp(-1.0 / b2)
@@ -230,9 +247,7 @@ def _cdf_diff(k, m1, b1, m2, b2):
     db = dm - (k - m1 + 1.0) * e12 + dlq  # log B2 - log B1
     d_above = sp.exp_diff(log_b2, log_b1, jnp.where(above, db, 0.0))
 
-    def one_minus_2(u, b, q):
-        # 1 - 2 e^{-u}/(1+q) for u >= 1/b, as two non-negative terms
-        return (-jnp.expm1(-u) - q * jnp.expm1(-(u - 1.0 / b))) / (1.0 + q)
+    one_minus_2 = _one_minus_2
 
     # m1 <= k < m2: (1 - B1) - A2
     mid12 = 0.5 * (
