@@ -207,8 +207,10 @@ def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:
       supports.
     """
     check_pair(P, Q)
-    # (at P == Q, where H is not differentiable, its derivative is 0, not sqrt'(0) * 0 = nan)
-    return sp.sqrt_weight(-jnp.expm1(_half(P, Q)))
+    # (at P == Q, where H is not differentiable, its derivative is 0, not sqrt'(0) * 0 = nan;
+    # 1 - C as one_minus_exp, whose derivative C is formed directly: JAX's expm1 + 1 kept
+    # ~eps/C of it, 1.3e-5 relative off for Laplace pairs 60 scales apart)
+    return sp.sqrt_weight(sp.one_minus_exp(-_half(P, Q)))
 
 
 def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:

@@ -430,6 +430,21 @@ def test_discrete_laplace_tv_derivative_where_tv_nears_one():
     np.testing.assert_allclose(grad(1.0, d), want, rtol=1e-13)
 
 
+def test_hellinger_derivative_far_apart():
+    # H = sqrt(1 - BC), BC(Lap(m, 1), Lap(d, 1)) = (1 + d/2) e^{-d/2}: dH/dm = -(d/4)
+    # e^{-d/2}/(2H) at m = 0. JAX's derivative of expm1 (expm1 + 1) kept ~eps/BC of it:
+    # 1.3e-5 relative off at d = 60
+    d = np.asarray([10.0, 40.0, 60.0])
+    grad = jax.jit(
+        jax.vmap(
+            jax.grad(lambda m, d: jd.hellinger(jd.Laplace(m, 1.0), jd.Laplace(d, 1.0))),
+            (None, 0),
+        )
+    )
+    h = np.sqrt(-np.expm1(np.log1p(d / 2) - d / 2))
+    np.testing.assert_allclose(grad(0.0, d), -(d / 4) * np.exp(-d / 2) / (2 * h), rtol=1e-13)
+
+
 def test_discrete_laplace_kl_at_tiny_scales():
     # eps = 1/b up to 1e300: P is a point mass to rounding, KL = -log q(0) = 1/b2 (Delta = 1,
     # equal scales) or 1/(2b) (Q twice as wide). The scaled log tanh curvature was 0 * inf
