@@ -247,17 +247,15 @@ def _cdf_diff(k, m1, b1, m2, b2):
     db = dm - (k - m1 + 1.0) * e12 + dlq  # log B2 - log B1
     d_above = sp.exp_diff(log_b2, log_b1, jnp.where(above, db, 0.0))
 
-    one_minus_2 = _one_minus_2
-
     # m1 <= k < m2: (1 - B1) - A2
     mid12 = 0.5 * (
-        one_minus_2(jnp.maximum(k - m1 + 1.0, 1.0) / b1, b1, q1)
-        + one_minus_2(jnp.maximum(m2 - k, 1.0) / b2, b2, q2)
+        _one_minus_2(jnp.maximum(k - m1 + 1.0, 1.0) / b1, b1, q1)
+        + _one_minus_2(jnp.maximum(m2 - k, 1.0) / b2, b2, q2)
     )
     # m2 <= k < m1: A1 - (1 - B2)
     mid21 = -0.5 * (
-        one_minus_2(jnp.maximum(k - m2 + 1.0, 1.0) / b2, b2, q2)
-        + one_minus_2(jnp.maximum(m1 - k, 1.0) / b1, b1, q1)
+        _one_minus_2(jnp.maximum(k - m2 + 1.0, 1.0) / b2, b2, q2)
+        + _one_minus_2(jnp.maximum(m1 - k, 1.0) / b1, b1, q1)
     )
     d_mid = jnp.where(m1 <= m2, mid12, mid21)
     return jnp.where(below, d_below, jnp.where(above, d_above, d_mid))
