@@ -37,12 +37,7 @@ def as_array(x, name: str):
         raise TypeError(f"{name} must be a real number or array, got {type(x).__name__}") from None
     except OverflowError:  # a Python int beyond JAX's integers (was JAX's message, unnamed)
         raise _integer_range_error(name, jnp.asarray(0).dtype) from None
-    # numpy integers beyond JAX's width (int32 without jax_enable_x64) are narrowed silently:
-    # np.int64(2**32 + 3) was read as 3
-    if isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "iu" and x.size:
-        info = np.iinfo(arr.dtype)
-        if x.min() < info.min or x.max() > info.max:
-            raise _integer_range_error(name, arr.dtype)
+    check_integer_range(x, name)
     if not (jnp.issubdtype(arr.dtype, jnp.number) or arr.dtype == bool):
         raise TypeError(f"{name} must be a real number or array, got dtype {arr.dtype}")
     return arr
@@ -53,6 +48,24 @@ def as_array(x, name: str):
 #: which ``max_steps = 2**31`` was wrapped (``calibrate`` ran no iteration under x64 and
 #: returned ``achieved = nan``) or raised JAX's OverflowError about an argument "y".
 MAX_STEPS = 2**31 - 1
+
+
+def check_integer_range(x, name: str) -> None:
+    """Refuse (naming ``name``) a Python int or numpy integers beyond the integer type JAX
+    would store them in (int32 without ``jax_enable_x64``), without converting ``x``: JAX
+    narrows numpy integers silently (``np.int64(2**32 + 3)`` was read as 3) and raises its
+    own unnamed ``OverflowError`` for a Python int."""
+    if isinstance(x, np.ndarray | np.generic) and x.dtype.kind in "iu" and x.size:
+        dtype = jax.dtypes.canonicalize_dtype(x.dtype)
+        low, high = x.min(), x.max()
+    elif isinstance(x, int) and not isinstance(x, bool):
+        dtype = jax.dtypes.canonicalize_dtype(int)
+        low = high = x
+    else:
+        return
+    info = np.iinfo(dtype)
+    if low < info.min or high > info.max:
+        raise _integer_range_error(name, dtype)
 
 
 def _integer_range_error(name: str, dtype) -> ValueError:

@@ -210,10 +210,8 @@ def _checked(**checks: Callable[[ArrayLike, str], None]) -> Callable:
                 # refuses them, naming the argument
                 if isinstance(value, list | tuple):  # one array (see _list_to_array)
                     bound.arguments[name] = _checks.as_array(value, name)
-                elif isinstance(value, int) or (
-                    isinstance(value, np.ndarray | np.generic) and value.dtype.kind in "iu"
-                ):
-                    _checks.as_array(value, name)
+                else:
+                    _checks.check_integer_range(value, name)
             args, kwargs = bound.args, bound.kwargs
             present = [name for name in checks if name in bound.arguments]
             for name in present:
