@@ -740,13 +740,13 @@ def calibrate(
     if spec.name == "callable":
         _check_callable(spec.fn, shape, budget.dtype)
     if metric == "tv" and compositions > 1 and spec.name == "laplace":
-        from jaxdp.membership import LAPLACE_MAX_N
+        from jaxdp.membership import _BOUNDS_HINT, LAPLACE_MAX_N
 
         if compositions > LAPLACE_MAX_N:  # (refused inside the solver as "n=401: ...")
             raise ValueError(
                 f"compositions must be <= {LAPLACE_MAX_N} for metric='tv' of 'laplace', got "
                 f"{compositions}: the exact n-fold Laplace recursion's setup grows as n^4 "
-                "(~35 s at 400 on one CPU core); membership_bounds(epsilon, n) bounds any n"
+                f"(~35 s at 400 on one CPU core); use {_BOUNDS_HINT}"
             )
     if metric == "tv" and compositions > 1 and spec.name == "geometric":
         # the exact n-fold sum's static size comes from the largest sensitivity

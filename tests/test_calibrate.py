@@ -288,8 +288,10 @@ def test_bad_arguments(kwargs, match):
 def test_exact_tv_size_limits_name_compositions():
     # refused from jaxdp.membership as "n=401: ..." and "n=2, sensitivity ...": calibrate
     # has no argument n
-    with pytest.raises(ValueError, match=r"^compositions must be <= 400 .*, got 401"):
+    with pytest.raises(ValueError, match=r"^compositions must be <= 400 .*, got 401") as e:
         calibrate("laplace", 0.1, metric="tv", compositions=401)
+    # (it pointed to membership_bounds "for any n", which refuses n above ~6.7e7)
+    assert str(e.value).endswith("max_tv_eps_dp_chernoff_bound(epsilon, n) for a bound at any n")
     with pytest.raises(ValueError, match=r"^compositions and sensitivity too large: .*adds"):
         calibrate("geometric", 0.1, sensitivity=2.0**40, metric="tv", compositions=2)
 
