@@ -1023,6 +1023,27 @@ def test_gaussian_divergences_at_scale_ratios_beyond_float_range_of_their_square
     assert tv.dtype == dtype and np.all(tv == 1.0), tv  # 1 - TV < 1e-8 for every pair
 
 
+@pytest.mark.parametrize("dtype, rtol", [(np.float32, 3e-7), (np.float64, 1e-15)])
+def test_gaussian_kl_at_large_scale_ratios_keeps_its_precision(dtype, rtol):
+    # KL(wide || narrow) ~ r^2/2: its e^-rho was recomputed from the rounded rho = 2 log(s2/s1),
+    # ~|rho| ulp off (float32 1.1-3.7e-6 from ratio ~1e4, float64 1.4e-14 at 1e29); and inf
+    # for float32 ratios from ~1.8e19, where r^2 overflows but r^2/2 does not. Both
+    # directions, centres 0 and 1 (of Q's scale) apart, ratios near the form's switch (2.1).
+    ratios = (2.0, 2.2, 3.0, 1e4, 3e6, 1e10, 1e15, 2e19) + (
+        (1e29, 1e100) if dtype == np.float64 else ()
+    )
+    cases = []
+    for r in ratios:
+        for shift in (0.0, 1.0):
+            cases += [(0.0, r, shift, 1.0), (0.0, 1.0, shift * r, r)]
+    arr = np.asarray(cases, dtype)
+    P, Q = jd.Gaussian(arr[:, 0], arr[:, 1]), jd.Gaussian(arr[:, 2], arr[:, 3])
+    want = [float(mp_refs.gau_kl(*map(float, c))) for c in arr]
+    got = jd.kl(P, Q)
+    assert got.dtype == dtype
+    assert _rel(got, want).max() < rtol, (got, want)
+
+
 @pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
 def test_parameter_gradients_at_extreme_scale_ratios(family):
     # Q 1e160 and 1e200 times wider or narrower than P, centred 0 or half its own scale
