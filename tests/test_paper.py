@@ -345,6 +345,21 @@ def test_alpha_slopes_at_zero_are_the_limits():
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-15, atol=0)
 
 
+def test_alpha_slopes_at_infinity_are_minus_infinity_in_forward_mode():
+    # at eps = inf the alpha-slope of eq30 and eq31 is 1/(1 + alpha) (or 1) minus eps coth(...)
+    # -> -inf; reverse mode gave it, forward mode nan (log(2 sinh u)'s sum rule: an infinite
+    # tangent of u plus 0 times it). The eps-slopes -(1 + alpha) stay.
+    a = jnp.asarray([0.0, 0.5, 3.0])
+    for f in (paper.eq30, paper.eq31):
+        for d in (jax.grad, jax.jacfwd):
+            got = np.asarray(jax.vmap(d(f, argnums=1), (None, 0))(np.inf, a))
+            np.testing.assert_array_equal(got, -np.inf)
+            got = np.asarray(jax.vmap(d(f), (None, 0))(np.inf, a))
+            np.testing.assert_array_equal(got, -(1 + np.asarray(a)))
+        tangent = jax.jvp(f, (np.inf, 0.5), (0.0, 1.0))[1]
+        assert float(tangent) == -np.inf
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
