@@ -142,6 +142,28 @@ _LOG2 = math.log(2.0)
 
 
 @jax.custom_jvp
+def _mul(x: jax.Array, y: jax.Array) -> jax.Array:
+    """``x * y``, 0 (the limit of the callers) where one factor is 0 and the other infinite,
+    with the product rule's derivative ``y dx + x dy`` less the term of a factor whose
+    tangent is a symbolic zero (``jax.jacfwd``/``jax.grad`` in the other argument only: an
+    infinite factor times that zero was ``nan``)."""
+    value = x * y
+    return jnp.where(((x == 0) & jnp.isinf(y)) | (jnp.isinf(x) & (y == 0)), 0.0, value)
+
+
+def _mul_jvp(primals, tangents):
+    (x, y), (dx, dy) = primals, tangents
+    value = _mul(x, y)
+    zero = jax.custom_derivatives.SymbolicZero
+    terms = [a * b for a, b in ((y, dx), (x, dy)) if not isinstance(b, zero)]
+    tangent = sum(terms[1:], terms[0]) if terms else jnp.zeros_like(value)
+    return value, jnp.broadcast_to(tangent, value.shape).astype(value.dtype)
+
+
+_mul.defjvp(_mul_jvp, symbolic_zeros=True)
+
+
+@jax.custom_jvp
 def _log_2sinh(u: jax.Array) -> jax.Array:
     r"""``log(e^u - e^-u) = u + log(1 - e^{-2u})``: exact for ``u > 0``, NaN for ``u < 0``.
 
@@ -643,13 +665,15 @@ def fig2_kl_cuff(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     sharp KL bound (22) it is a valid upper bound on the worst-case :math:`-\log C_\alpha`
     (:func:`jaxdp.max_neg_log_bc_eps_dp`) for every alpha in ``[0, 1]`` (concavity). The
     mirror curve :math:`\alpha D(Q\|P)` is ``fig2_kl_cuff(eps, 1 - alpha)``. ``alpha = 1``
-    gives 0 also at ``eps = inf`` (and ``eps = 0`` also at infinite ``alpha``), the limits.
+    gives 0 also at ``eps = inf`` (and ``eps = 0`` also at infinite ``alpha``), the limits;
+    the alpha-slope there is ``-eq22(eps)``, ``-inf`` at ``eps = inf``.
     """
     eps, alpha = _inexact(eps, alpha)
     w, k = 1 - alpha, eq22(eps)
-    # 0 * inf: the expression is 0 for every eps at alpha = 1 (for every alpha at eps = 0)
-    zero = ((w == 0) & (k == jnp.inf)) | ((k == 0) & jnp.isinf(w))
-    return jnp.where(zero, 0.0, w * k)
+    # 0 * inf: the expression is 0 for every eps at alpha = 1 (for every alpha at eps = 0);
+    # at alpha = 1, eps = inf its alpha-slope is still -eq22(eps) = -inf (a where there gave
+    # a silent 0 in forward mode and nan in reverse mode), its eps-slope 0
+    return jnp.where((k == 0) & jnp.isinf(w), 0.0, _mul(w, k))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -360,6 +360,19 @@ def test_alpha_slopes_at_infinity_are_minus_infinity_in_forward_mode():
         assert float(tangent) == -np.inf
 
 
+def test_kl_cuff_alpha_slope_at_alpha_one_and_eps_infinity():
+    # fig2_kl_cuff = (1 - alpha) eq22(eps) is 0 at alpha = 1 also for eps = inf (the limit),
+    # but its alpha-slope there is -eq22(inf) = -inf and its eps-slope (1 - alpha) = 0: the
+    # where giving the 0 made the alpha-slope 0 in forward mode and nan in reverse mode
+    e, a = jnp.asarray([np.inf, np.inf, 2.0]), jnp.asarray([1.0, 0.5, 1.0])
+    want = -np.asarray(paper.eq22(e))
+    for d in (jax.grad, jax.jacfwd):
+        got = np.asarray(jax.vmap(d(paper.fig2_kl_cuff, argnums=1))(e, a))
+        np.testing.assert_array_equal(got, want)
+        got = np.asarray(jax.vmap(d(paper.fig2_kl_cuff))(e, a))
+        np.testing.assert_array_equal(got, [0.0, 0.5, 0.0])
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
