@@ -334,6 +334,24 @@ def test_slopes_at_zero_are_the_limit_minus_infinity():
     assert np.all(g[1] < -0.99e300), g[1]
 
 
+def test_eq43_and_fig2_ub1_slopes_for_large_eps():
+    # the slope of L = log((4 eps + 2)/(eps + 1)) is 1/((1 + eps)(1 + 2 eps)); the quotient
+    # rule's 1/(1 + eps) - eps/(1 + eps)^2 cancelled ~eps ulp (fig2_ub1, where it enters
+    # undivided: 1e-7 off at 1e10, 4e3 at 1e20) and in reverse mode lost its second term
+    # beyond ~2e102 (both 36% off at 1e140: +1/(4 eps^2))
+    e = np.array([1e10, 1e20, 1e140])
+
+    def slopes(mp_f):  # (eq43 is -1 + ~1e-140 at 1e140: 350 digits)
+        with mp.workdps(350):
+            return [float(mp.diff(mp_f, mp.mpf(x), h=mp.mpf(x) * mp.mpf(10) ** -25)) for x in e]
+
+    for name, mp_f in (("eq43", m43), ("fig2_ub1", lambda x: m31(x, m43(x)))):
+        want = slopes(mp_f)
+        for d in (jax.grad, jax.jacfwd):
+            got = np.asarray(jax.vmap(d(getattr(paper, name)))(e))
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
 def test_alpha_slopes_at_zero_are_the_limits():
     # eq30 and eq31 are +inf at eps = 0 for every alpha; d/dalpha of log(2 sinh(eps(alpha +
     # 1))) is eps coth(eps(alpha + 1)) -> 1/(alpha + 1), so their alpha-slopes tend to 0 and
