@@ -98,7 +98,7 @@ import jax.numpy as jnp
 from jax.typing import ArrayLike
 
 from jaxdp import _special as sp
-from jaxdp._quotient import scaled_divide
+from jaxdp._quotient import quotient, scaled_divide
 from jaxdp.conversions import (
     _check_count,
     _checked,
@@ -721,7 +721,9 @@ def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
         theta: scale ratio, ``> 0``.
     """
     shift, b, theta = _inexact(shift, b, theta)
-    t = jnp.abs(shift) / b
+    # (quotient: JAX's b-slope -|shift| db/b^2 was nan for shift = 0 (limit 0) and -inf for a
+    # finite one once b^2 underflows, b below ~1e-154)
+    t = quotient(jnp.abs(shift), b)
     # theta = inf: the shift term is 0 (inf/inf if t = inf too); the first bracket is inf
     shift_term = jnp.where(theta == jnp.inf, 0.0, _expm1_minus_x(-t) / theta)
     return _kl_scale_term(theta) + shift_term
@@ -753,7 +755,8 @@ def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     # not |shift| / (theta * b), nor |shift| / b / theta (which XLA rewrites into it): the
     # product under- or overflowed where the ratio is representable (float64 shift = 0,
     # b = 1e-10, theta = 1e-300 gave 0/0 = NaN; float32 already at b = theta = 1e-20)
-    return _x_minus_log1p(scaled_divide(jnp.abs(shift) / b, theta))
+    # (|shift| / b as a quotient: its b-slope was nan or -inf for b below ~1e-154, as in eq34)
+    return _x_minus_log1p(scaled_divide(quotient(jnp.abs(shift), b), theta))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -545,6 +545,19 @@ def test_eq34_equals_kl_for_extreme_theta():
         assert_close(ev(paper.eq34, 2.0, 1.0, th, dtype=dtype), np.asarray(kl, float), rtol=rtol)
 
 
+def test_eq34_eq35_scale_slopes_below_the_square_root_of_the_smallest_float():
+    # d/db of t = |shift|/b is -t/b: JAX's -|shift|/b^2 was nan at shift = 0 (the slope is 0)
+    # and -inf at shift = b (finite) once b^2 underflows (b below ~1e-154)
+    b = 1e-200
+    shift = jnp.asarray([0.0, b])
+    want34 = np.array([0.0, -(1 - math.exp(-1.0)) / b])  # -(t/b)(1 - e^-t)/theta, theta = 1
+    want35 = np.array([0.0, -0.5 / b])  # -(t/b) x/(1 + x), x = t/theta = 1
+    for f, want in ((paper.eq34, want34), (paper.eq35, want35)):
+        for d in (jax.grad, jax.jacfwd):
+            got = np.asarray(jax.vmap(d(f, argnums=1), (0, None, None))(shift, b, 1.0))
+            np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
+
+
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     d, b, th = SHIFTS[:, None, None], np.array([0.5, 2.0])[None, :, None], THETAS[None, None, :]
     assert_close(ev(paper.eq35, d, b, th), _mp_grid(m35, d, b, th), atol=0)
