@@ -575,6 +575,7 @@ def test_foreign_or_busy_directory_is_refused(tmp_path):
     for d in ("b", "f", "nowhere"):
         with pytest.raises(FileNotFoundError, match=r"^no sweep in .*run jaxdp sweep there"):
             load_sweep(tmp_path / d)
+    (tmp_path / "b").mkdir()
     (tmp_path / "b" / "manifest.json").write_text("{}")
     with pytest.raises(FileNotFoundError, match="has not finished"):
         load_sweep(tmp_path / "b")
@@ -597,13 +598,46 @@ def test_grid_larger_than_the_free_disk_space_is_refused(tmp_path, monkeypatch):
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=10**7))
     with pytest.raises(ValueError, match=r"needs 0\.0336 GB more disk space .* 0\.01 GB are free"):
         sweep(spec, tmp_path / "big", quiet=True)
-    assert os.listdir(tmp_path / "big") == [".lock"]
+    assert not (tmp_path / "big").exists()  # (an empty "big" holding a .lock was left)
     # a resumed sweep counts its finished chunk files as written
     small = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
     sweep(small, tmp_path / "small", quiet=True)
     (tmp_path / "small" / "results.npz").unlink()
     monkeypatch.setattr(shutil, "disk_usage", lambda path: usage._replace(free=16))
     assert sweep(small, tmp_path / "small", quiet=True).computed == 0
+
+
+def test_refused_or_interrupted_sweep_leaves_the_directory_as_it_was(tmp_path, monkeypatch):
+    # refused after the directory was prepared (here: the disk space), a sweep left a new,
+    # empty --out holding a .lock (and the directories above it); an existing directory keeps
+    # only what it held, and the lock is released: the same directory runs a sweep after
+    spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0, 2.0]}}
+    usage = shutil.disk_usage(tmp_path)
+    with monkeypatch.context() as m:
+        m.setattr(shutil, "disk_usage", lambda path: usage._replace(free=0))
+        with pytest.raises(ValueError, match="more disk space"):
+            sweep(spec, tmp_path / "new" / "deeper", quiet=True)
+        assert os.listdir(tmp_path) == []
+        (tmp_path / "empty").mkdir()
+        (tmp_path / "stale").mkdir()
+        (tmp_path / "stale" / ".lock").write_text("")  # (not ours: kept)
+        for d in ("empty", "stale"):
+            with pytest.raises(ValueError, match="more disk space"):
+                sweep(spec, tmp_path / d, quiet=True)
+        assert os.listdir(tmp_path / "empty") == []
+        assert os.listdir(tmp_path / "stale") == [".lock"]
+    # Ctrl-C before the manifest: the same; after it: the sweep stays, unlocked, to resume
+    with monkeypatch.context() as m:
+        m.setattr(Store, "prepare", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            sweep(spec, tmp_path / "new", quiet=True)
+    assert sorted(os.listdir(tmp_path)) == ["empty", "stale"]
+    with monkeypatch.context() as m:
+        m.setattr(Store, "write_chunk", lambda *a, **k: (_ for _ in ()).throw(KeyboardInterrupt))
+        with pytest.raises(KeyboardInterrupt):
+            sweep(spec, tmp_path / "empty", chunk_size=1, quiet=True)
+    assert sorted(os.listdir(tmp_path / "empty")) == [".lock", "chunks", "manifest.json"]
+    assert sweep(spec, tmp_path / "empty", quiet=True).computed == 2
 
 
 def test_float64_needs_x64(tmp_path):

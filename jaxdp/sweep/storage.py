@@ -152,39 +152,66 @@ class Store:
         self.root = Path(out_dir)
         self.chunks = self.root / CHUNKS
         self._lock_fd: int | None = None
-        self._foreign = False  # (set by prepare when it refuses a directory of other files)
 
     # ----------------------------------------------------------------- lifecycle
 
     @contextlib.contextmanager
     def locked(self) -> Iterator[None]:
-        """Hold an exclusive advisory lock on the directory (released even on SIGKILL)."""
+        """Hold an exclusive advisory lock on the directory (released even on SIGKILL).
+
+        A sweep refused (or interrupted) before its manifest was written leaves the directory
+        as it found it: the lock file and the directories created for it are removed again
+        (a refused sweep left a new, empty ``--out`` holding a ``.lock``); nothing that existed
+        before is touched.
+        """
         if self.root.exists() and not self.root.is_dir():  # (mkdir said "[Errno 17] File exists")
             raise ValueError(f"{self.root} is a file, not a directory; use a new --out")
-        try:  # (was OSError's "[Errno 2] No such file or directory: '/proc/x/.lock'")
-            self.root.mkdir(parents=True, exist_ok=True)
-            created = not (self.root / LOCK).exists()
-            fd = os.open(self.root / LOCK, os.O_RDWR | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise ValueError(
-                f"cannot use {os.fspath(self.root)!r} as the output directory (--out): "
-                f"{e.strerror or error_line(e)}"
-            ) from None
-        try:
+        lock = self.root / LOCK
+        for _ in range(3):
+            made = []  # the directories mkdir creates, deepest first
+            for d in (self.root, *self.root.parents):
+                if os.path.lexists(d):
+                    break
+                made.append(d)
+            try:  # (was OSError's "[Errno 2] No such file or directory: '/proc/x/.lock'")
+                self.root.mkdir(parents=True, exist_ok=True)
+                created = not lock.exists()
+                fd = os.open(lock, os.O_RDWR | os.O_CREAT, 0o644)
+            except OSError as e:
+                raise ValueError(
+                    f"cannot use {os.fspath(self.root)!r} as the output directory (--out): "
+                    f"{e.strerror or error_line(e)}"
+                ) from None
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
+                os.close(fd)
                 raise ValueError(
                     f"{self.root} is in use by another running jaxdp sweep; wait for it to finish"
                 ) from None
+            # the lock file of a refused sweep is removed (below) while a process that had
+            # opened it may still lock it: that lock holds the unlinked file, not .lock
+            try:
+                if os.path.samestat(os.fstat(fd), os.stat(lock)):
+                    break
+            except OSError:
+                pass
+            os.close(fd)
+        else:  # pragma: no cover - three refused sweeps in a row raced this one
+            raise ValueError(
+                f"{self.root} is in use by another running jaxdp sweep; wait for it to finish"
+            )
+        try:
             self._clean_tmp()
             yield
         finally:
-            # a directory of other files, refused, keeps none of ours (a stray .lock was left in
-            # it, e.g. in / or in $HOME); no sweep can ever run there, so no race on the lock
-            if created and self._foreign:
+            if created and not (self.root / MANIFEST).exists():  # (never a sweep: refused)
                 with contextlib.suppress(OSError):
-                    (self.root / LOCK).unlink()
+                    lock.unlink()
+                for d in made:  # (only while empty: rmdir removes nothing else)
+                    if d.name not in ("", ".", ".."):  # (out/.. is not one we made)
+                        with contextlib.suppress(OSError):
+                            d.rmdir()
             os.close(fd)
 
     def _clean_tmp(self) -> None:
@@ -236,7 +263,6 @@ class Store:
                 p.name for p in self.root.iterdir() if p.name != LOCK and not _TMP.match(p.name)
             ]
             if others:
-                self._foreign = True
                 raise ValueError(
                     f"{self.root} is not empty and holds no jaxdp sweep (no {MANIFEST}); "
                     "use a new --out"
