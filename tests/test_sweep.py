@@ -640,6 +640,48 @@ def test_refused_or_interrupted_sweep_leaves_the_directory_as_it_was(tmp_path, m
     assert sweep(spec, tmp_path / "empty", quiet=True).computed == 2
 
 
+def test_chunk_size_beyond_the_available_memory_is_refused(tmp_path, monkeypatch, capsys):
+    # a --chunk-size of 10**12 on a grid of 2**31 points ran out of memory without a message
+    # (chunks are held whole in host memory): refused before any work, naming its source,
+    # with the largest chunk size that fits; here 256 points of one float64 (3 copies) fit
+    runner = sys.modules["jaxdp.sweep.runner"]
+
+    monkeypatch.setattr(runner, "_available_memory", lambda: 8 * 3 * 256)
+    spec = {
+        "mechanism": "laplace",
+        "quantities": ["tv"],
+        "grid": {"epsilon": {"linspace": [1, 2, 1000]}},
+    }
+    big = r"a chunk of 1,000 points needs about 2.4e-05 GB .* at most 256 points"
+    with pytest.raises(ValueError, match=rf"^chunk_size \(--chunk-size\) 1,000,000,000,000: {big}"):
+        sweep(spec, tmp_path / "o", chunk_size=10**12, quiet=True)
+    with pytest.raises(ValueError, match=rf"^spec: chunk_size 1,000: {big}"):
+        sweep(dict(spec, chunk_size=1000), tmp_path / "o", quiet=True)
+    assert not (tmp_path / "o").exists()
+    with pytest.raises(ValueError, match=r"at most 76 points"):  # (results.csv: 2 cells a point)
+        sweep(spec, tmp_path / "o", chunk_size=100, csv=True, quiet=True)
+    toml = tmp_path / "s.toml"
+    toml.write_text('mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1.0, 2.0]\n')
+    argv = ["sweep", str(toml), "--out", str(tmp_path / "o"), "--chunk-size", str(10**12)]
+    monkeypatch.setattr(runner, "_available_memory", lambda: 8)
+    assert cli.main(argv) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert err.startswith("jaxdp: error: chunk_size (--chunk-size) 1,000,000,000,000: a chunk")
+    assert not (tmp_path / "o").exists()
+    # a resumed sweep keeps its manifest's chunk size: that one is checked (not the default)
+    monkeypatch.setattr(runner, "_available_memory", lambda: 10**9)
+    sweep(toml, tmp_path / "o", chunk_size=1, quiet=True)
+    (tmp_path / "o" / "results.npz").unlink()
+    monkeypatch.setattr(runner, "_available_memory", lambda: 24)
+    assert sweep(toml, tmp_path / "o", quiet=True).computed == 0
+    monkeypatch.setattr(runner, "_available_memory", lambda: 8)
+    with pytest.raises(
+        ValueError,
+        match=r"manifest.json: chunk_size 1: a chunk of 1 point .* at most 1 point in a new",
+    ):
+        sweep(toml, tmp_path / "o", quiet=True)
+
+
 def test_float64_needs_x64(tmp_path):
     jax.config.update("jax_enable_x64", False)
     spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0]}}

@@ -34,7 +34,9 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help="points per chunk (default: spec's chunk_size, or 2**16 per CPU device, "
         "2**20 per accelerator, fewer for a pair of many values per point, e.g. randomized "
-        "response with a large k; a resumed sweep keeps its own)",
+        "response with a large k; a resumed sweep keeps its own); a chunk is held whole in "
+        "host memory, so one that would not fit in the memory available is refused, naming "
+        "the largest that fits",
     )
     parser.add_argument("--csv", action="store_true", help="also write DIR/results.csv")
     parser.add_argument("--quiet", action="store_true", help="no progress bar or summary")

@@ -289,9 +289,12 @@ def sweep(
     Raises:
         ValueError: a bad spec (before any work), float64 asked for without
             ``jax_enable_x64``, a directory holding something else (a different spec,
-            jaxdp version or chunk size), a damaged ``manifest.json`` (named), or too little
+            jaxdp version or chunk size), a damaged ``manifest.json`` (named), too little
             free disk space in ``out_dir`` for the chunk files and ``results.npz`` (each
-            ``n_points`` times the bytes of a point's quantities; before any work).
+            ``n_points`` times the bytes of a point's quantities; before any work), or a chunk
+            size whose chunks do not fit in the available host memory (a chunk is held whole,
+            about three times its values' bytes, more with ``csv``; before any work, naming
+            the largest chunk size that fits).
 
     Multi-host: call :func:`jax.distributed.initialize` first in every process and run the same
     call everywhere; ``jax.devices()`` then spans all hosts, each process builds only the
@@ -363,9 +366,22 @@ def sweep(
         if main:
             try:
                 _check_space(store, n * sum(np.dtype(d).itemsize for d in dtypes.values()))
+                source = (
+                    f"chunk_size (--chunk-size) {chunk_size:,}"
+                    if chunk_size is not None
+                    else f"spec: chunk_size {spec.chunk_size:,}"
+                    if spec.chunk_size is not None
+                    else "the default chunk size"
+                )
+                if explicit or store.read_manifest() is None:  # (resumed: the manifest's)
+                    _check_memory(spec, dtypes, size, source, csv)
                 manifest = store.prepare(
                     manifest_for(size, block), explicit_chunk_size=bool(explicit)
                 )
+                if manifest["chunk_size"] != size:  # (resumed with the manifest's chunk size)
+                    cs = manifest["chunk_size"]
+                    where = f"{store.root / MANIFEST}: chunk_size {cs:,}"
+                    _check_memory(spec, dtypes, cs, where, csv, resumed=True)
                 status[1:] = manifest["chunk_size"], manifest["block_size"]
             except (ValueError, OSError, KeyError) as e:
                 error, status[0] = e, 1
@@ -470,6 +486,69 @@ def _check_space(store: Store, result_bytes: int) -> None:
             f"{store.root}: the sweep needs {need / 1e9:.3g} GB more disk space (its chunk "
             f"files and results.npz, {result_bytes / 1e9:.3g} GB each), {free / 1e9:.3g} GB "
             "are free there; use a smaller grid or another --out"
+        )
+
+
+#: Host bytes per value of a chunk while it is computed and written: the outputs of two chunks
+#: in flight (the next one computes while one is written) and one chunk's concatenated copy.
+_CHUNK_COPIES = 3
+#: Host bytes per cell of ``results.csv`` while a chunk of it is formatted (a Python float
+#: object and two pointers to it).
+_CSV_CELL_BYTES = 40
+
+
+def _available_memory() -> int | None:
+    """Bytes of memory this process may still allocate (``None``: unknown): Linux's
+    ``MemAvailable``, less where a cgroup limit (a container, a batch job) leaves less."""
+    found = []
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    for limit, usage in (
+        ("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+        (
+            "/sys/fs/cgroup/memory/memory.limit_in_bytes",
+            "/sys/fs/cgroup/memory/memory.usage_in_bytes",
+        ),
+    ):
+        try:
+            with open(limit) as f, open(usage) as g:
+                found.append(int(f.read()) - int(g.read()))
+        except (OSError, ValueError):  # (absent, or "max": no limit)
+            pass
+    return max(0, min(found)) if found else None
+
+
+def _check_memory(
+    spec: SweepSpec, dtypes: dict, size: int, source: str, csv: bool, *, resumed: bool = False
+) -> None:
+    """Refuse a chunk size whose chunks do not fit in the host's available memory (a
+    ``--chunk-size`` of 10**12 on a grid of 2**31 points ran out of memory without a message,
+    or was killed by the kernel): chunks are held whole in host memory while written.
+
+    Raises:
+        ValueError: naming ``source`` (where the chunk size came from) and the largest chunk
+            size that fits.
+    """
+    available = _available_memory()
+    if available is None:
+        return
+    per_point = _CHUNK_COPIES * sum(np.dtype(d).itemsize for d in dtypes.values())
+    if csv:
+        cells = len(spec.grid.axes) + len(spec.quantities)
+        per_point = max(per_point, _CSV_CELL_BYTES * cells)
+    need = size * per_point
+    if need > available:
+        most = max(1, available // per_point)
+        where = "in a new --out" if resumed else "(--chunk-size, chunk_size=)"
+        raise ValueError(
+            f"{source}: a chunk of {size:,} point{'s' * (size != 1)} needs about "
+            f"{need / 1e9:.3g} GB of host memory, {available / 1e9:.3g} GB are available; use "
+            f"a chunk size of at most {most:,} point{'s' * (most != 1)} {where}"
         )
 
 
