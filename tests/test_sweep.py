@@ -682,6 +682,24 @@ def test_chunk_size_beyond_the_available_memory_is_refused(tmp_path, monkeypatch
         sweep(toml, tmp_path / "o", quiet=True)
 
 
+def test_dry_run_refuses_a_chunk_size_the_run_refuses(tmp_path, monkeypatch, capsys):
+    # (it said "... 1 chunk(s) of 8" with too little memory for them, which the run refuses)
+    spec = tmp_path / "s.toml"
+    spec.write_text(
+        'mechanism = "laplace"\nquantities = ["tv"]\n[grid]\nepsilon = [1, 2, 3, 4, 5, 6, 7, 8]\n'
+    )
+    # (one float64 quantity, 3 copies: 2 points fit)
+    monkeypatch.setattr(sys.modules["jaxdp.sweep.runner"], "_available_memory", lambda: 3 * 8 * 2)
+    argv = ["sweep", str(spec), "--dry-run", "--chunk-size", str(10**12)]
+    assert cli.main(argv) == 2
+    (err,) = capsys.readouterr().err.splitlines()
+    assert re.match(
+        r"jaxdp: error: chunk_size \(--chunk-size\) 1,000,000,000,000: a chunk of 8 ", err
+    )
+    assert cli.main([*argv[:-1], "2"]) == 0
+    assert "4 chunk(s) of 2" in capsys.readouterr().out
+
+
 def test_float64_needs_x64(tmp_path):
     jax.config.update("jax_enable_x64", False)
     spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0]}}

@@ -43,7 +43,7 @@ def add_parser(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--dry-run",
         action="store_true",
-        help="check the spec and print the grid size, then stop",
+        help="check the spec and the chunk size (as a run does) and print the grid size, then stop",
     )
     dist = parser.add_argument_group("multi-host")
     dist.add_argument(
@@ -168,7 +168,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--chunk-size must be positive, got {args.chunk_size}")
 
     from jaxdp.sweep.kernel import check_kernel, make_kernel, point_values
-    from jaxdp.sweep.runner import default_chunk_size, sweep
+    from jaxdp.sweep.runner import _check_memory, _chunk_source, default_chunk_size, sweep
     from jaxdp.sweep.spec import parse_spec
 
     # (was "[Errno 2] No such file or directory: 'x.toml'"; a pipe, <(...), is fine)
@@ -178,9 +178,12 @@ def run(args: argparse.Namespace) -> int:
     spec = parse_spec(args.spec)
     if args.dry_run:
         kernel = make_kernel(spec)
-        check_kernel(spec, kernel)
+        dtypes = check_kernel(spec, kernel)
         default = default_chunk_size(point_values=point_values(spec, kernel))
         size = min(args.chunk_size or spec.chunk_size or default, spec.size)
+        # (the run refuses a chunk that does not fit in memory: so does the dry run, which
+        # said "1 chunk(s) of 2147483648" for a --chunk-size of 10**12)
+        _check_memory(spec, dtypes, size, _chunk_source(spec, args.chunk_size), args.csv)
         shape = " x ".join(str(s) for s in spec.shape) or "1"
         print(
             f"{spec.mechanism}: {_count(len(spec.quantities), 'quantity', 'quantities')} "

@@ -366,15 +366,8 @@ def sweep(
         if main:
             try:
                 _check_space(store, n * sum(np.dtype(d).itemsize for d in dtypes.values()))
-                source = (
-                    f"chunk_size (--chunk-size) {chunk_size:,}"
-                    if chunk_size is not None
-                    else f"spec: chunk_size {spec.chunk_size:,}"
-                    if spec.chunk_size is not None
-                    else "the default chunk size"
-                )
                 if explicit or store.read_manifest() is None:  # (resumed: the manifest's)
-                    _check_memory(spec, dtypes, size, source, csv)
+                    _check_memory(spec, dtypes, size, _chunk_source(spec, chunk_size), csv)
                 manifest = store.prepare(
                     manifest_for(size, block), explicit_chunk_size=bool(explicit)
                 )
@@ -521,6 +514,15 @@ def _available_memory() -> int | None:
         except (OSError, ValueError):  # (absent, or "max": no limit)
             pass
     return max(0, min(found)) if found else None
+
+
+def _chunk_source(spec: SweepSpec, chunk_size: int | None) -> str:
+    """Where a sweep's chunk size comes from, for :func:`_check_memory`'s message."""
+    if chunk_size is not None:
+        return f"chunk_size (--chunk-size) {chunk_size:,}"
+    if spec.chunk_size is not None:
+        return f"spec: chunk_size {spec.chunk_size:,}"
+    return "the default chunk size"
 
 
 def _check_memory(
