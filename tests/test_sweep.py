@@ -700,6 +700,21 @@ def test_dry_run_refuses_a_chunk_size_the_run_refuses(tmp_path, monkeypatch, cap
     assert "4 chunk(s) of 2" in capsys.readouterr().out
 
 
+def test_parsed_spec_with_a_bad_chunk_size_is_refused(tmp_path):
+    # a SweepSpec is public and frozen: dataclasses.replace(spec, chunk_size=-5) ran a sweep of
+    # -12 chunks ("computed=-12") and wrote a results.npz without values; 2.5 ran chunks of 2
+    import dataclasses
+
+    spec = parse_spec({"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0]}})
+    for bad in (-5, 0, 2.5, True):
+        with pytest.raises(
+            ValueError, match=rf"^spec: chunk_size must be a positive integer, got {bad!r}$"
+        ):
+            sweep(dataclasses.replace(spec, chunk_size=bad), tmp_path / "o", quiet=True)
+    assert not (tmp_path / "o").exists()
+    assert parse_spec(dataclasses.replace(spec, chunk_size=np.int64(3))).chunk_size == 3
+
+
 def test_float64_needs_x64(tmp_path):
     jax.config.update("jax_enable_x64", False)
     spec = {"mechanism": "laplace", "quantities": ["tv"], "grid": {"epsilon": [1.0]}}

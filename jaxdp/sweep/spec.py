@@ -350,6 +350,19 @@ def load_spec_data(spec: Any) -> dict:
     raise TypeError(f"spec must be a mapping or a path to a TOML file, got {type(spec).__name__}")
 
 
+def _chunk_size(value: Any) -> int | None:
+    """A spec's ``chunk_size``: ``None`` or a positive integer (a numpy integer as an int).
+
+    Raises:
+        ValueError: naming it.
+    """
+    if isinstance(value, np.integer):
+        value = int(value)
+    if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+        raise ValueError(f"spec: chunk_size must be a positive integer, got {value!r}")
+    return value
+
+
 def parse_spec(spec: Any) -> SweepSpec:
     """Parse and validate a sweep spec against its mechanism and quantities.
 
@@ -363,8 +376,12 @@ def parse_spec(spec: Any) -> SweepSpec:
         ValueError: one line naming the unknown key, mechanism, parameter or quantity, or the
             grid entry that does not fit the mechanism.
     """
-    if isinstance(spec, SweepSpec):
-        return spec
+    if isinstance(spec, SweepSpec):  # (dataclasses.replace(spec, chunk_size=-5) ran a sweep
+        # of -12 chunks and wrote a results.npz without values; 2.5 ran chunks of 2)
+        chunk_size = _chunk_size(spec.chunk_size)
+        if chunk_size is spec.chunk_size:
+            return spec
+        return dataclasses.replace(spec, chunk_size=chunk_size)
     data = load_spec_data(spec)
     for key in data:
         if key not in _TOP_KEYS:
@@ -378,11 +395,7 @@ def parse_spec(spec: Any) -> SweepSpec:
     dtype = data.get("dtype", "float64")
     if dtype not in _DTYPES:
         raise ValueError(f"spec: dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
-    chunk_size = data.get("chunk_size")
-    if chunk_size is not None and (
-        isinstance(chunk_size, bool) or not isinstance(chunk_size, int) or chunk_size < 1
-    ):
-        raise ValueError(f"spec: chunk_size must be a positive integer, got {chunk_size!r}")
+    chunk_size = _chunk_size(data.get("chunk_size"))
     title = data.get("title", "")
     if not isinstance(title, str):
         raise ValueError("spec: 'title' must be a string")
