@@ -1218,6 +1218,24 @@ def test_distributed_bad_address_is_one_line(
     assert not (tmp_path / "d").exists()
 
 
+def test_distributed_bad_arguments_are_refused_before_initialize(tmp_path, initialize, capsys):
+    # a process other than 0 waited for the coordinator, up to --init-timeout seconds, before
+    # it said that the spec did not exist, --chunk-size was 0 or --out was missing
+    calls, _ = initialize
+    flags = ["--coordinator", "127.0.0.1:1", "--num-processes", "2", "--process-id", "1"]
+    argv = _distributed(tmp_path, *flags, "--init-timeout", "1")
+    missing = [*argv[:1], str(tmp_path / "nope.toml"), *argv[2:]]
+    for bad, message in (
+        ([*argv, "--chunk-size", "0"], "--chunk-size must be positive, got 0"),
+        (missing, "nope.toml' does not exist"),
+        ([a for a in argv if a not in ("--out", str(tmp_path / "d"))], "--out DIR is required"),
+    ):
+        assert cli.main(bad) == 2
+        (err,) = capsys.readouterr().err.strip().splitlines()
+        assert message in err
+    assert calls == []
+
+
 def test_distributed_unreachable_coordinator_times_out(tmp_path, initialize, capsys):
     # JAX would retry for 300 s, then abort the process with a C++ stack trace
     calls, _ = initialize

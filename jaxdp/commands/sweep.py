@@ -153,9 +153,7 @@ def _initialize(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     import jax
 
-    if args.distributed:
-        _initialize(args)
-    elif (
+    if not args.distributed and (
         args.coordinator
         or args.num_processes is not None
         or args.process_id is not None
@@ -164,17 +162,24 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(
             "--coordinator/--num-processes/--process-id/--init-timeout need --distributed"
         )
+    # the arguments before --distributed's initialize (a process other than 0 waited for the
+    # coordinator, up to --init-timeout seconds, before it said that the spec did not exist)
     if args.chunk_size is not None and args.chunk_size < 1:
         raise ValueError(f"--chunk-size must be positive, got {args.chunk_size}")
+    # (was "[Errno 2] No such file or directory: 'x.toml'"; a pipe, <(...), is fine)
+    if not os.path.exists(args.spec) or os.path.isdir(args.spec):
+        what = "is a directory" if os.path.isdir(args.spec) else "does not exist"
+        raise ValueError(f"SPEC.toml: {args.spec!r} {what}; give the sweep's TOML file")
+    if not args.dry_run and not args.out:
+        raise ValueError("--out DIR is required (the output directory)")
+    if args.distributed:  # (before the spec is parsed: its mechanism may be a module of the
+        # user's that computes with JAX when imported, which must come after initialize)
+        _initialize(args)
 
     from jaxdp.sweep.kernel import check_kernel, make_kernel, point_values
     from jaxdp.sweep.runner import _check_memory, _chunk_source, default_chunk_size, sweep
     from jaxdp.sweep.spec import parse_spec
 
-    # (was "[Errno 2] No such file or directory: 'x.toml'"; a pipe, <(...), is fine)
-    if not os.path.exists(args.spec) or os.path.isdir(args.spec):
-        what = "is a directory" if os.path.isdir(args.spec) else "does not exist"
-        raise ValueError(f"SPEC.toml: {args.spec!r} {what}; give the sweep's TOML file")
     spec = parse_spec(args.spec)
     if args.dry_run:
         kernel = make_kernel(spec)
@@ -192,8 +197,6 @@ def run(args: argparse.Namespace) -> int:
             f"{-(-spec.size // size)} chunk(s) of {size}, {len(jax.devices())} device(s)"
         )
         return 0
-    if not args.out:
-        raise ValueError("--out DIR is required (the output directory)")
     result = sweep(spec, args.out, chunk_size=args.chunk_size, quiet=args.quiet, csv=args.csv)
     if not args.quiet and jax.process_index() == 0:
         if result.computed:
