@@ -138,3 +138,37 @@ def test_built_in_laplace_vs_gaussian_far_apart():
     assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-7, r.alpha
     # measured: <= 5.1e-12 (at a = 1/2 and d = 1e5; level 6: 5e-17), <= 7.3e-13 elsewhere
     assert _rel(got_bc, want_bc).max() < 2e-11, got_bc
+
+
+def test_built_in_laplace_vs_gaussian_far_apart_in_gaussian_scales():
+    # The Gaussian side of the integrand's peak, ~s/sqrt(w_G) wide, lay at the end of one
+    # tanh-sinh piece reaching back to the Laplace's centre, ~1e5 such widths long here,
+    # whose nodes next to the peak are spaced in proportion to that length: before, log C_a
+    # was up to 3.8e-8 relative off (Laplace(0, 1) vs N(100, 1e-3), a = 0.1), 4.8e-9 for
+    # Laplace(0, 1000) vs N(1e5, 1) at 1/2, 3.3e-7 for Laplace(0, 1) vs N(1e5, 1) at a = 1e-7,
+    # and the information 3.6e-11 (N(300, 1e-3), a* = 0.998: a peak 22 Gaussian scales
+    # wide), all converged. Now that piece ends 12 widths from the peak. (The same shapes as
+    # the test above: its compiled programs are reused.) Reference: the erfc closed form.
+    from mpmath import mp
+    from references import mp_reference as R
+
+    b = np.asarray([1.0, 1.0, 1.0, 1000.0, 1.0])
+    s = np.asarray([1e-3, 1e-3, 1e-3, 1.0, 1.0])
+    d = np.asarray([10.0, 100.0, 300.0, 1e5, 1e5])
+    P, Q = jd.Laplace(0.0, b), jd.Gaussian(d, s)
+    r = jd.chernoff(P, Q)
+    a = np.asarray([1e-7, 0.1, 0.5])[:, None]
+    got_bc = np.asarray(jd.log_bc(P, Q, a))
+    with mp.workdps(40):
+        pairs = [(R.Laplace(0, bi), R.Gaussian(di, si)) for bi, si, di in zip(b, s, d, strict=True)]
+        want = [
+            R.chernoff(p, q, guess=mp.mpf(float(x)))
+            for (p, q), x in zip(pairs, r.alpha, strict=True)
+        ]
+        want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
+    assert np.all(np.asarray(r.converged)), r
+    # measured: <= 3e-16, a* within 1.4e-15
+    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-13, r
+    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-12, r.alpha
+    # measured: <= 6e-14 (node positions near 300 rounded to ~6e-14, 6e-11 Gaussian scales)
+    assert _rel(got_bc, want_bc).max() < 1e-12, _rel(got_bc, want_bc)
