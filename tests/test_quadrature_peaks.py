@@ -132,11 +132,12 @@ def test_built_in_laplace_vs_gaussian_far_apart():
         ]
         want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
     assert np.all(np.asarray(r.converged)), r
-    # measured: <= 6.8e-13, a* within 2.7e-10 (the default rule, level 5, on the piece of
-    # 1e5 scales that ends at the peak: ad hoc, level 6 gives ~1e-16)
+    # measured: <= 6.8e-13, a* within 2.7e-10 (b, s, d = 0.1, 1, 1e5: the second rule's
+    # peak, placed at the first solve's a, misses the true one; README, Precision)
     assert _rel(r.information, [float(w.information) for w in want]).max() < 2e-12, r
     assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-7, r.alpha
-    # measured: <= 5.1e-12 (at a = 1/2 and d = 1e5; level 6: 5e-17), <= 7.3e-13 elsewhere
+    # measured: <= 2.2e-16 since the piece next to the peak ends 12 widths from it (5.1e-12
+    # at a = 1/2 and d = 1e5 before)
     assert _rel(got_bc, want_bc).max() < 2e-11, got_bc
 
 
