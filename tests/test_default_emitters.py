@@ -25,6 +25,11 @@ import jaxdp as jd
 FLAGS = ("xla_cpu_use_fusion_emitters", "xla_llvm_disable_expensive_passes")
 
 
+# the entries of _values() computed by quadrature: the information and alpha* of the mixed
+# pair, then the three TVs
+QUADRATURE = [20, 21, 28, 29, 30]
+
+
 def _values() -> list[float]:
     b = jnp.asarray([0.5, 1.0, 3.0])
     m = jnp.asarray([0.3, 2.0, 7.0])
@@ -73,8 +78,14 @@ def test_default_emitters_give_the_same_numbers():
     default = np.asarray(json.loads(proc.stdout.splitlines()[-1]))
     here = np.asarray(_values())
     assert np.all(np.isfinite(here)) and here.shape == default.shape
-    # measured: identical to the last bit
-    np.testing.assert_array_equal(here, default)
+    # measured: the closed-form and discrete kernels identical to the last bit; quadrature
+    # within one unit in the last place (26 mixed pairs at 283e5b0: 4 differed by one unit,
+    # in the near-identical branch's series, sp.amgm_gap, summed over ~1000 nodes)
+    exact = np.ones(here.shape, bool)
+    exact[QUADRATURE] = False
+    np.testing.assert_array_equal(here[exact], default[exact])
+    ulp = np.spacing(np.abs(default[~exact]))
+    np.testing.assert_array_less(np.abs(here[~exact] - default[~exact]), 1.5 * ulp)
 
 
 if __name__ == "__main__":
