@@ -414,6 +414,34 @@ def test_laplace_tv_derivative_where_tv_nears_one():
     np.testing.assert_allclose(grad(0.0, d), -np.exp(-np.asarray(d) / 2) / 2, rtol=1e-13)
 
 
+def test_laplace_tv_derivative_beyond_80_scales():
+    # Well apart (m1 = 0 < d = m2, bs <= bl the scales), 1 - TV = [B (bs + bl) - E (bl -
+    # bs)]/(2 bs), B = e^{-(d + r bl)/(bs + bl)}, E = e^{-(d + r bl)/(bl - bs)}, r = log bl/bs.
+    # The slope, ~e^{-d/(b1 + b2)}, was 0 beyond 80 of the larger scale (a cut-off for the
+    # crossings' offsets) and where the two terms rounded above 1; now up to where the
+    # exponentials underflow (~700 (b1 + b2))
+    def overlap(m1, b1, d, b2):
+        bs, bl = min(b1, b2), max(b1, b2)
+        t = d - m1 + mp.log(bl / bs) * bl
+        e = 0 if bs == bl else mp.exp(-t / (bl - bs)) * (bl - bs)
+        return (mp.exp(-t / (bs + bl)) * (bs + bl) - e) / (2 * bs)
+
+    cases = [(1.0, 85.0, 1.0), (1.0, 200.0, 1.0), (1.0, 1400.0, 1.0), (1.0, 100.0, 0.5),
+             (1.0, 300.0, 1.5), (1e-3, 500.0, 1.0)]  # fmt: skip
+    b1, d, b2 = (jnp.asarray(c) for c in zip(*cases, strict=True))
+    tv = lambda m1, b1, d, b2: jd.tv(jd.Laplace(m1, b1), jd.Laplace(d, b2))  # noqa: E731
+    got = jax.jit(jax.vmap(jax.grad(tv, (0, 1, 3)), (None, 0, 0, 0)))(0.0, b1, d, b2)
+    with mp.workdps(50):
+        for i, c in enumerate(cases):
+            args = [mp.mpf(0.0)] + [mp.mpf(x) for x in c]
+            for k, g in zip((0, 1, 3), got, strict=True):
+                f = lambda t, k=k, a=args: overlap(*a[:k], t, *a[k + 1 :])  # noqa: E731
+                want = -float(mp.diff(f, args[k]))
+                # (the exponent, ~d/(b1 + b2), rounds to an ulp or two)
+                tol = 4e-16 * (1.0 + c[1] / (c[0] + c[2]))
+                np.testing.assert_allclose(float(g[i]), want, rtol=tol)
+
+
 def test_discrete_laplace_tv_derivative_where_tv_nears_one():
     # TV(DLap(0, b), DLap(d, b)) = 1 - e^{-d/(2b)} (d even): d/db = -d e^{-d/(2b)}/(2b^2).
     # Differentiated term by term, 1 - 2 e^{-u}/(1 + q) kept only ~eps/e^{-u} of it (JAX's
