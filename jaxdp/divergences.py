@@ -25,6 +25,7 @@ from jaxdp.coefficient import (
     standardize,
 )
 from jaxdp.distributions import Categorical, Distribution, Product
+from jaxdp.kernels import laplace
 
 __all__ = ["bhattacharyya", "hellinger", "kl", "renyi", "tv"]
 
@@ -59,7 +60,31 @@ def _kl(P, Q):
     if isinstance(P, Product):
         P, Q = group_product(P, Q)  # one kernel per family (jaxdp.kernels.stacked)
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
-    return kernel_for(P, Q).kl(*standardize(P, Q))
+    kernel = kernel_for(P, Q)
+    if kernel is laplace:
+        return kernel.kl(*_standardize_in_range(P, Q))
+    return kernel.kl(*standardize(P, Q))
+
+
+def _standardize_in_range(P, Q):
+    """The standardized pair (:func:`~jaxdp.coefficient.standardize`) where the scales are
+    within a factor ~2 (there the moved scales keep the digits of their difference, and of
+    the derivatives' smallest terms, at tiny or huge scales), else the pair as it is: the
+    Laplace KL formula is made of ratios and reads either. Moved, pairs leave the float
+    range where the offset exceeds ~1e308 of ``P``'s scale (a narrow ``P`` far from ``Q``,
+    whose KL ~ offset / ``Q.scale`` is finite) or the scale ratio does, and derivatives in
+    scales far apart overflowed as intermediates (a reverse-mode cotangent of ``Q``'s moved
+    scale below ~1e-154, forward-mode tangents of ``P.scale/c`` ~1e184) where they are
+    finite."""
+    Ps, Qs = standardize(P, Q)
+    raw = ~(jnp.isfinite(Qs.loc) & (Qs.scale >= 0.5) & (Qs.scale <= 4.0))
+
+    def pick(d, ds):
+        leaves = jax.tree_util.tree_leaves(d), jax.tree_util.tree_leaves(ds)
+        picked = [jnp.where(raw, x, y) for x, y in zip(*leaves, strict=True)]
+        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(d), picked)
+
+    return pick(P, Ps), pick(Q, Qs)
 
 
 def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:

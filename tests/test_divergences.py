@@ -442,6 +442,35 @@ def test_laplace_tv_derivative_beyond_80_scales():
                 np.testing.assert_allclose(float(g[i]), want, rtol=tol)
 
 
+def test_laplace_kl_where_the_standardized_pair_leaves_the_float_range():
+    # D = log(b2/b1) + d/b2 + (b1/b2) e^{-d/b1} - 1 and its derivatives, 60 digits. Rows: a
+    # narrow P ~1e309 of its scale from Q (KL ~1e304 was inf: the standardized offset
+    # overflowed), scale ratios 1e300 and 1e600 (inf, nan: the moved scale overflowed), and
+    # derivatives that overflowed, underflowed or cancelled as intermediates: d/db1 where
+    # b1 >> b2 (1408 for -1: r phi(-t)'s two slopes ~1/b2), d/db2 of a far narrower Q
+    # (-inf: the cotangent of its moved scale), d/db2 of a far wider Q (forward mode -inf:
+    # the tangent of P.scale/c ~1e184), d/dm where phi(-d/b1) underflows (0)
+    rows = [(1e304, 1e-5, 0.0, 1.0), (0.0, 1e-300, 1e10, 1.0), (0.0, 1e-300, 1e300, 1e300),
+            (0.0, 1.0, 165.0, 3e-18), (1e35, 4e258, 1.5e88, 1e-20),
+            (0.0, 1.3e-184, -1e60, 2e-84), (0.0, 1.5e103, -5e-93, 1.7e-129)]  # fmt: skip
+    args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
+    kl = lambda m1, b1, m2, b2: jd.kl(jd.Laplace(m1, b1), jd.Laplace(m2, b2))  # noqa: E731
+    value = jax.jit(jax.vmap(kl))(*args)
+    rev = jax.jit(jax.vmap(jax.grad(kl, (0, 1, 2, 3))))(*args)
+    fwd = jax.jit(jax.vmap(jax.jacfwd(kl, (0, 1, 2, 3))))(*args)
+    for i, row in enumerate(rows):
+        with mp.workdps(60):
+            m1, b1, m2, b2 = map(mp.mpf, row)
+            t, sign = abs(m2 - m1) / b1, 1 if m2 >= m1 else -1
+            dm = sign * -mp.expm1(-t) / b2
+            want = [-dm, -1 / b1 + mp.exp(-t) * (1 + t) / b2, dm]
+            want.append(1 / b2 - b1 / b2**2 * mp.exp(-t) - abs(m2 - m1) / b2**2)
+        np.testing.assert_allclose(float(value[i]), float(mp_refs.lap_kl(*row)), rtol=1e-15)
+        for k in range(4):
+            np.testing.assert_allclose(float(rev[k][i]), float(want[k]), rtol=1e-15)
+            np.testing.assert_allclose(float(fwd[k][i]), float(want[k]), rtol=1e-15)
+
+
 def test_discrete_laplace_tv_derivative_where_tv_nears_one():
     # TV(DLap(0, b), DLap(d, b)) = 1 - e^{-d/(2b)} (d even): d/db = -d e^{-d/(2b)}/(2b^2).
     # Differentiated term by term, 1 - 2 e^{-u}/(1 + q) kept only ~eps/e^{-u} of it (JAX's

@@ -83,11 +83,47 @@ def log_bc_unit(P, Q, a):
 
 def kl(P, Q):
     r""":math:`D(P\|Q) = \varphi(-\rho) + \frac{b_1}{b_2}\varphi(-\Delta/b_1)`, :math:`\varphi(x) =
-    e^x - 1 - x` (eq. (34) in this notation, both terms non-negative)."""
+    e^x - 1 - x` (eq. (34) in this notation, both terms non-negative).
+
+    Built from the pair's ratios, so it may read the pair in its own units, not standardized
+    (:func:`jaxdp.divergences.kl` does): ``(Q.loc - P.loc)/c`` overflows where the offset
+    exceeds ~1e308 of ``b1`` (a narrow ``P`` far from ``Q``: ``D`` ~ :math:`\Delta/b_2` is
+    finite), and ``Q.scale/c`` where :math:`b_2/b_1` exceeds the float range."""
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
-    rho = sp.log_ratio(b2, b1)
-    return sp.phi(-rho) + sp.quotient(b1, b2) * sp.phi(-sp.quotient(delta, b1))
+    r = sp.quotient(b1, b2)
+    # rho: where the scales are close, log_ratio of the scales moved by the power of two
+    # below b1 (exact, as standardize() does: b2 - b1 stays normal for tiny scales); else
+    # log(b2/b1) (relative accuracy: |rho| > 0.69), or log b2 - log b1 where b2/b1 leaves the
+    # float range (|rho| > 708), with the derivatives of log b2 - log b1 (JAX's of log_ratio
+    # or of b2/b1 overflow in forward mode, as does a reverse-mode cotangent of b2 s)
+    s = sp.inverse_power_of_two(lax.stop_gradient(b1))
+    b2s = b2 * s
+    close = (b2s >= 0.5) & (b2s <= 4.0)
+    rho_close = sp.log_ratio(jnp.where(close, b2s, 1.0), b1 * s)
+    logs = jnp.log(b2) - jnp.log(b1)
+    q = lax.stop_gradient(sp.quotient(b2, b1))
+    q_ok = jnp.isfinite(q) & (q >= jnp.finfo(q.dtype).tiny)
+    rho_apart = jnp.where(q_ok, jnp.log(jnp.where(q_ok, q, 1.0)), lax.stop_gradient(logs))
+    rho = jnp.where(close, rho_close, rho_apart + (logs - lax.stop_gradient(logs)))
+    # Delta/b1, capped at 1e3, where e^-t is 0 (an overflowed quotient gave nan gradients)
+    t = sp.quotient(jnp.minimum(delta, 1e3 * b1), b1)
+    far = t > 2.0
+    u = sp.quotient(delta, b2)
+    # r phi(-t) as (Delta/b2) (1 - psi(t)): phi(-t) ~ t^2/2 underflowed, and the slopes in
+    # the locations, ~t/b2, with it, for t below ~1e-154
+    # phi(-rho) = r - 1 + rho where P is far wider than Q: e^-rho recomputed from the rounded
+    # rho was ~|rho| ulp off (4.5e-14 relative at r ~ 1e244)
+    wide = rho < -8.0
+    phr = jnp.where(wide, (r - 1.0) + rho, sp.phi(-jnp.where(wide, 0.0, rho)))
+    near = phr + u * sp.one_minus_psi(jnp.where(far, 1.0, t))
+    # beyond 2, D = Delta/b2 + rho - 1 + r e^-t (cancelling at most ~3x): from Delta/b2,
+    # which stays finite where Delta/b1 overflows, and without the two slopes ~1/b2 of the
+    # form above, which cancel in the b1-derivative where r >> 1 (to 1/b1: all digits lost
+    # at r ~ 1e16)
+    tail = jnp.exp(-jnp.where(far, t, 2.0))
+    away = u + (rho - 1.0) + jnp.where(tail > 0, r * tail, 0.0)
+    return jnp.where(far, away, near)
 
 
 def _difference(x, y, t1, t2, den):
