@@ -471,6 +471,20 @@ def test_laplace_kl_where_the_standardized_pair_leaves_the_float_range():
             np.testing.assert_allclose(float(fwd[k][i]), float(want[k]), rtol=1e-15)
 
 
+def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
+    # 1 - TV < 1e-300 (a point mass against a flat density): TV was 0, the standardized
+    # wider scale having overflowed (or the narrower flushed), and its gradient nan
+    tv = lambda m1, b1, m2, b2: jd.tv(jd.Laplace(m1, b1), jd.Laplace(m2, b2))  # noqa: E731
+    for dtype, rows in (
+        (jnp.float64, [(0.0, 1e-300, 1.0, 1e300), (0.0, 1e300, 1e-300, 1e-300)]),
+        (jnp.float32, [(0.0, 1e-30, 1.0, 1e30), (0.0, 1e30, 1e-30, 1e-30)]),
+    ):
+        args = [jnp.asarray(c, dtype) for c in zip(*rows, strict=True)]
+        np.testing.assert_array_equal(jax.jit(jax.vmap(tv))(*args), 1.0)
+        grads = jax.jit(jax.vmap(jax.grad(tv, (0, 1, 2, 3))))(*args)
+        np.testing.assert_array_equal(np.isfinite(np.asarray(grads)), True)
+
+
 def test_discrete_laplace_tv_derivative_where_tv_nears_one():
     # TV(DLap(0, b), DLap(d, b)) = 1 - e^{-d/(2b)} (d even): d/db = -d e^{-d/(2b)}/(2b^2).
     # Differentiated term by term, 1 - 2 e^{-u}/(1 + q) kept only ~eps/e^{-u} of it (JAX's

@@ -170,8 +170,15 @@ def tv(P, Q):
     :math:`k`), not by :math:`x` itself, whose rounding next to a location far larger than
     the narrower scale would move it by a visible fraction of that scale."""
     m1, b1, m2, b2 = P.loc, P.scale, Q.loc, Q.scale
-    rho = sp.log_ratio(b2, b1)
     d = m2 - m1
+    # TV is 1 (to rounding: 1 - TV < 1e-300) where d overflows (locations ~1e308 of opposite
+    # signs) or a standardized b2 left the float range (b2/b1 beyond ~1e308 or below
+    # ~1e-308; TV was 0, Laplace(0, 1e-300) vs Laplace(1, 1e300)); computed on an identical
+    # pair there, whose derivatives are finite (0)
+    gone = jnp.isinf(d) | ~(jnp.isfinite(b2) & (b2 >= jnp.finfo(b2.dtype).tiny))
+    b2 = jnp.where(gone, b1, b2)
+    d = jnp.where(gone, 0.0, d)
+    rho = sp.log_ratio(b2, b1)
     shape = jnp.broadcast_shapes(m1.shape, b1.shape, m2.shape, b2.shape)
     total = jnp.zeros(shape, m1.dtype)
     # log p/q = rho - s1 (x - m1)/b1 + s2 (x - m2)/b2 on each piece (s_i = sign(x - m_i)).
@@ -206,7 +213,7 @@ def tv(P, Q):
     # out to ~1416 scales apart for equal scales (it was 0 beyond 80). (A where, not
     # jnp.minimum, whose derivative is halved where total rounds to 1 exactly.)
     one = 1.0 + (total - lax.stop_gradient(total))
-    return jnp.where(jnp.isinf(d), 1.0, jnp.where(far | (total > 1.0), one, total))
+    return jnp.where(gone, 1.0, jnp.where(far | (total > 1.0), one, total))
 
 
 def swap_mask(P, Q):
