@@ -485,6 +485,16 @@ def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
         np.testing.assert_array_equal(np.isfinite(np.asarray(grads)), True)
 
 
+def test_laplace_tv_gradient_where_the_crossings_offsets_overflow():
+    # ~1e309 of the narrower scale apart: TV 1, slope ~e^{-1e304} = 0 (reverse mode was nan)
+    tv = lambda m1, b1, m2, b2: jd.tv(jd.Laplace(m1, b1), jd.Laplace(m2, b2))  # noqa: E731
+    rows = [(0.0, 1.0, 1e304, 1e-5), (1e304, 1e-5, 0.0, 1.0), (0.0, 1e-5, 1e304, 1.0)]
+    args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
+    np.testing.assert_array_equal(jax.jit(jax.vmap(tv))(*args), 1.0)
+    grads = jax.jit(jax.vmap(jax.grad(tv, (0, 1, 2, 3))))(*args)
+    np.testing.assert_array_equal(np.asarray(grads), 0.0)
+
+
 def test_discrete_laplace_tv_derivative_where_tv_nears_one():
     # TV(DLap(0, b), DLap(d, b)) = 1 - e^{-d/(2b)} (d even): d/db = -d e^{-d/(2b)}/(2b^2).
     # Differentiated term by term, 1 - 2 e^{-u}/(1 + q) kept only ~eps/e^{-u} of it (JAX's

@@ -172,10 +172,12 @@ def tv(P, Q):
     m1, b1, m2, b2 = P.loc, P.scale, Q.loc, Q.scale
     d = m2 - m1
     # TV is 1 (to rounding: 1 - TV < 1e-300) where d overflows (locations ~1e308 of opposite
-    # signs) or a standardized b2 left the float range (b2/b1 beyond ~1e308 or below
-    # ~1e-308; TV was 0, Laplace(0, 1e-300) vs Laplace(1, 1e300)); computed on an identical
-    # pair there, whose derivatives are finite (0)
+    # signs), a standardized b2 left the float range (b2/b1 beyond ~1e308 or below ~1e-308;
+    # TV was 0, Laplace(0, 1e-300) vs Laplace(1, 1e300)) or the crossings' offsets d/b
+    # overflow; computed on an identical pair there, whose derivatives are finite (0: the
+    # offsets' gave reverse-mode nan, Laplace(0, 1) vs Laplace(1e304, 1e-5))
     gone = jnp.isinf(d) | ~(jnp.isfinite(b2) & (b2 >= jnp.finfo(b2.dtype).tiny))
+    gone = gone | jnp.isinf(sp.quotient(jnp.abs(d), jnp.where(gone, 1.0, jnp.minimum(b1, b2))))
     b2 = jnp.where(gone, b1, b2)
     d = jnp.where(gone, 0.0, d)
     rho = sp.log_ratio(b2, b1)
