@@ -974,3 +974,18 @@ def test_subnormal_budgets_are_the_zero_budget_alone_or_batched():
     assert np.asarray(r.converged).all()
     assert np.all(np.asarray(r.parameter)[sub] == np.inf)
     assert np.all(np.asarray(r.achieved)[sub] == 0.0)
+
+
+def test_gaussian_budgets_whose_sigma_squared_is_subnormal():
+    # Chernoff information 1e307 needs sigma ~1.1e-154, whose square is subnormal: the
+    # kernel's Delta^2/(2 sigma^2) was inf there (flushed), and calibrate ran 48 steps to
+    # sigma 1.49e-154 with converged=False (found by a QA pass)
+    budgets = np.array([1e307, 1e300, 1e-300])
+    r = calibrate("gaussian", budgets)
+    assert np.asarray(r.converged).all()
+    # (the documented accuracy: 1e-4 sqrt(u) + 6u |log sigma|, here 2e-12; measured 2.6e-13)
+    np.testing.assert_allclose(np.asarray(r.parameter), 1 / np.sqrt(8 * budgets), rtol=2e-12)
+    assert np.all(np.asarray(r.achieved) <= budgets)
+    s = 1.2e-154
+    c = jd.chernoff(*mechanisms.gaussian(1.0, sigma=s)).information
+    np.testing.assert_allclose(float(c), 1 / (8 * s) / s, rtol=1e-14)

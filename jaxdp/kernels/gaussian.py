@@ -167,7 +167,10 @@ def derivs_setup(P, Q):
     :math:`r = \sigma_2/\sigma_1`."""
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
-    return sp.scale_consts(s2, s1, power=2), delta * delta / (2.0 * s1 * s1), s2 / s1
+    # c from delta/s1: s1^2 underflows (flushed) for scales below ~1.5e-154 (float32
+    # ~1e-19), which made c, and the information, inf (a Gaussian-mechanism budget of 1e307)
+    dn = sp.quotient(delta, s1)
+    return sp.scale_consts(s2, s1, power=2), 0.5 * dn * dn, s2 / s1
 
 
 def initial_alpha(consts):
