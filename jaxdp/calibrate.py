@@ -152,8 +152,9 @@ class CalibrationResult(NamedTuple):
       parameter: the calibrated parameter: Laplace ``scale``, Gaussian ``sigma``, geometric
         and randomized-response ``epsilon``, or the callable's argument.
       achieved: the engine's value of the metric at ``parameter`` (for the ``n``-fold
-        composition), in nats for ``"chernoff"``/``"kl"``; ``achieved <= budget`` wherever
-        ``converged``.
+        composition; for Chernoff information and KL of ``n > 1`` releases whose one-release
+        value would be subnormal, its small-strength limit), in nats for
+        ``"chernoff"``/``"kl"``; ``achieved <= budget`` wherever ``converged``.
       converged: Newton converged, ``achieved <= budget`` and ``achieved >= budget (1 -
         sqrt(u))`` (the budget is resolved); ``False`` for invalid budgets or
         sensitivities under ``jit``,
@@ -229,6 +230,35 @@ def _check_callable(fn, shape, dtype):
 
 def _metric(spec: _Spec, metric: str, n: int, p, s):
     """The engine's metric of the ``n``-fold composition at parameter ``p``."""
+    if metric != "tv" and n > 1 and spec.direction != 0:
+        return _metric_composed(spec, metric, n, p, s)
+    return _metric_engine(spec, metric, n, p, s)
+
+
+def _metric_composed(spec: _Spec, metric: str, n: int, p, s):
+    r"""Chernoff information or KL of ``n > 1`` releases of a built-in: the engine's, but
+    where one release's value :math:`K\theta^2` is below 16 times the smallest normal float,
+    the small-strength limit :math:`(\sqrt{nK}\,\theta)^2` (:data:`_ASYMPTOTE`; its relative
+    error is :math:`O(\theta)`, ~1e-153, float32 ~4e-18). The engine's per-release value is
+    subnormal there and flushed to 0: ``calibrate("gaussian", 2.3e-308, compositions=1000)``
+    (sigma ~7.4e154) gave scale ``inf`` with ``achieved`` ``nan``."""
+    big_k, _ = _ASYMPTOTE[metric]
+    thr = math.sqrt(16.0 * float(jnp.finfo(p.dtype).tiny) / big_k)
+    # (a quotient: JAX's rule for s / p squares p, which overflows for scales ~1e154+)
+    theta = sp.quotient(s, p) if spec.direction < 0 else p
+    small = theta < thr
+    # the engine at an ordinary point where unused (no nan in its masked derivatives)
+    p_eng = jnp.where(small, 1.0 / thr if spec.direction < 0 else thr, p)
+    s_eng = jnp.where(small, 1.0, s)
+    m = _metric_engine(spec, metric, n, p_eng, s_eng)
+    # sqrt(nK) theta ~ sqrt(c) behind a barrier: XLA rewrote (k theta)^2 as theta^2 k^2,
+    # whose theta^2 is subnormal (flushed: achieved 0 for a single budget, right in a batch)
+    root = lax.optimization_barrier(math.sqrt(n * big_k) * jnp.where(small, theta, 0.0))
+    tiny_m = root * root
+    return jnp.where(small, tiny_m, m)
+
+
+def _metric_engine(spec: _Spec, metric: str, n: int, p, s):
     if metric == "tv" and n > 1:
         return _tv_composed(spec, n, p, s)
     if spec.name == "randomized_response":
@@ -336,6 +366,11 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
     name = spec.name
     if metric in ("chernoff", "kl"):
         c1 = c / n
+        # one release's budget below ~16 times the smallest normal (subnormal, flushed):
+        # the small-strength limit c = n K theta^2 (see _metric_composed)
+        big_k, _ = _ASYMPTOTE[metric]
+        small = c < 16.0 * n * float(jnp.finfo(c.dtype).tiny) if n > 1 else False
+        c1 = jnp.where(small, 1.0, c1)
         if name == "gaussian":
             theta = jnp.sqrt((8.0 if metric == "chernoff" else 2.0) * c1)
         elif name == "randomized_response" and metric == "chernoff":
@@ -343,6 +378,7 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
             theta = 2.0 * (c1 + jnp.log1p(jnp.sqrt(-jnp.expm1(-2.0 * c1))))
         else:
             theta = _invert_closed_form(name, metric, jnp.log(c1), s)
+        theta = jnp.where(small, jnp.sqrt(c) / math.sqrt(n * big_k), theta)
     else:
         ct = c  # (< 1: budgets >= 1 are handled before)
         if name == "gaussian":  # exact, like the three single-release inverses below

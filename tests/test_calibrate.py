@@ -989,3 +989,27 @@ def test_gaussian_budgets_whose_sigma_squared_is_subnormal():
     s = 1.2e-154
     c = jd.chernoff(*mechanisms.gaussian(1.0, sigma=s)).information
     np.testing.assert_allclose(float(c), 1 / (8 * s) / s, rtol=1e-14)
+
+
+def test_compositions_whose_per_release_budget_is_subnormal():
+    # budget / compositions below the smallest normal float: the engine's one-release value
+    # is flushed to 0, and calibrate gave scale inf with achieved nan (found by a QA pass);
+    # now the small-strength limit n theta^2 / 8 (exact to ~1e-153 relative there). Alone,
+    # as here, XLA once rewrote (k theta)^2 as k^2 theta^2 and flushed it (achieved 0).
+    c, n = 2.3e-308, 1000
+    theta = math.sqrt(c) / math.sqrt(n / 8)
+    r = calibrate("gaussian", c, compositions=n)
+    assert bool(r.converged)
+    np.testing.assert_allclose(float(r.parameter), 1 / theta, rtol=2e-12)  # ~7.4e154
+    assert c * (1 - 1e-12) <= float(r.achieved) <= c
+
+    def sigma(s):
+        return calibrate("gaussian", c, sensitivity=s, compositions=n).parameter
+
+    dp = jax.jvp(sigma, (1.0,), (1.0,))[1]
+    np.testing.assert_allclose(float(dp), 1 / theta, rtol=2e-12)  # p / s
+    budgets = np.array([2.3e-308, 1e-306])
+    r = calibrate("randomized_response", budgets, metric="kl", compositions=n)
+    assert np.asarray(r.converged).all()
+    eps = np.sqrt(budgets) / math.sqrt(n / 2)
+    np.testing.assert_allclose(np.asarray(r.parameter), eps, rtol=2e-12)
