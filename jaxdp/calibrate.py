@@ -591,12 +591,18 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     p, achieved = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
     ok = jnp.isfinite(slope) & (slope != 0)
     x = jnp.log(jnp.where(ok, p, 1.0))
+    safe = _slope(spec, metric, n, x, s, jnp.where(ok, slope, 1.0))
     if isinstance(ds, zero):
         dm_s = jnp.zeros_like(budget)
     else:
-        dm_s = jax.jvp(lambda s: _metric_at(spec, metric, n, x, s, budget.shape), (s,), (ds,))[1]
-    safe = _slope(spec, metric, n, x, s, jnp.where(ok, slope, 1.0))
-    dx = jnp.where(ok, (db - dm_s) / safe, 0.0)
+        # (dm/ds) ds / slope as the metric's derivative along ds / slope: reverse mode, which
+        # transposes this, then divides by the slope after the engine's dm/ds, not before:
+        # p / slope overflowed (budget 1e-300: d scale/d sensitivity nan or inf for p/s ~
+        # 3.5e149) or underflowed (1e300: 0 for 5e-301)
+        dm_s = jax.jvp(
+            lambda s: _metric_at(spec, metric, n, x, s, budget.shape), (s,), (ds / safe,)
+        )[1]
+    dx = jnp.where(ok, db / safe - dm_s, 0.0)
     dp = jnp.where(ok, p, 0.0) * dx
     # Budget 0 (the no-release limit, subnormals too) has no slope from the solver: dp/dc
     # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf

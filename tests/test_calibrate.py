@@ -1013,3 +1013,17 @@ def test_compositions_whose_per_release_budget_is_subnormal():
     assert np.asarray(r.converged).all()
     eps = np.sqrt(budgets) / math.sqrt(n / 2)
     np.testing.assert_allclose(np.asarray(r.parameter), eps, rtol=2e-12)
+
+
+def test_reverse_mode_sensitivity_derivative_at_extreme_budgets():
+    # d scale / d sensitivity = scale / sensitivity (scale invariance); reverse mode formed
+    # scale / slope first, which overflowed at budget 1e-300 (nan, Gaussian inf, for
+    # 3.5e149) and underflowed at 1e300 (0 for 5e-301); forward mode was right (QA pass)
+    budgets = jnp.asarray([1e-300, 1.0, 1e300])
+
+    def scale(s, c):
+        return calibrate("laplace", c, sensitivity=s).parameter
+
+    p = np.asarray(calibrate("laplace", budgets).parameter)
+    grad = np.asarray(jax.vmap(jax.grad(scale), (None, 0))(1.0, budgets))
+    np.testing.assert_allclose(grad, p, rtol=1e-13)
