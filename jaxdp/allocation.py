@@ -356,6 +356,10 @@ def _equal_point_jvp(pair, primals, tangents):
     return x, (db / x.shape[0] - dc_ds) / slope
 
 
+#: the floor of the optimiser's tolerance, in ulps of the reduced gradient's terms
+_GRAD_ULPS = 16.0
+
+
 def _optimise(kind, pair, log_var, x0, s, budget, max_steps, tol, scaled):
     r"""L-BFGS directions from ``optax.lbfgs`` with a step-acceptance safeguard.
 
@@ -386,6 +390,10 @@ def _optimise(kind, pair, log_var, x0, s, budget, max_steps, tol, scaled):
         return log_var(x + _shift(kind, pair, x, s, budget)[0])
 
     eps = float(jnp.finfo(x0.dtype).eps)
+    # not below the rounding of the gradient's terms: float32 Laplace queries at budgets
+    # 1e-8 or 1e8 stalled at 3-8 ulps of them (1e-3 sqrt(u) is 2.9), ran every step and
+    # reported converged=False with scales within 3e-6 of float64's (float64: no change)
+    tol = max(tol, _GRAD_ULPS * eps)
     opt = optax.lbfgs(linesearch=None)
     value_and_grad = jax.value_and_grad(reduced)
 
@@ -471,7 +479,8 @@ def allocate_budget(
       max_steps: L-BFGS iteration cap (static).
       tol: tolerance on the largest gradient component of the reduced objective
         :math:`F` (a log, so relative; default :math:`10^{-3}\sqrt{u}`, about ``1.5e-11``
-        in float64).
+        in float64), raised to :math:`16u` (``1.9e-6`` in float32) where below: the
+        rounding of the gradient's terms, which a smaller tolerance cannot see past.
       compare_bound: also solve the problem under the paper's bound with the best (not
         equal) split, filling ``bound_scales``/``bound_objective`` (``nan`` otherwise); it
         separates the gain of the unequal split from that of the exact constraint.
