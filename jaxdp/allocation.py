@@ -187,7 +187,11 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
         dv = dv[1]
         g = jnp.log(v) - log_t  # decreasing in lam
         dg = dv / v
-        lo = jnp.where(g > 0, lam, lo)  # value too large: the root is to the right
+        # value too large: the root is to the right (also where g rounds to 0 or below above
+        # the target: log v's ulp exceeds the 4u margin for targets above ~e^4, and Newton
+        # then stepped back and forth between two points either side of the target until
+        # its nudges ran out, returning a value 2.2e-15 above a budget of 1e8)
+        lo = jnp.where((g > 0) | (v > target), lam, lo)
         hi = jnp.where(g < 0, lam, hi)
         ok = jnp.isfinite(g) & jnp.isfinite(dg) & (dg < 0)
         step = jnp.clip(-g / jnp.where(ok, dg, -1.0), -8.0, 8.0)

@@ -716,6 +716,19 @@ def test_allocation_projection_meets_the_budget_to_ulps():
         assert b * (1 - 64 * np.finfo(float).eps) <= info <= b, (x, b, info / b - 1)
 
 
+def test_allocation_projection_within_large_budgets():
+    # above budgets ~e^4 an ulp of log(value) exceeds the projection's 4u margin: its g
+    # rounded to <= 0 at a value above the budget, the bracket missed that point and Newton
+    # stepped between two points either side until the nudges ran out: 1.6e-15 above a
+    # budget of 1e8 (allocate_budget, Laplace sensitivities [1e-3, 1, 7]: converged=False)
+    from jaxdp.allocation import _root
+
+    s = jnp.array([1e-3, 1.0, 7.0])
+    x = jnp.log(jnp.array([2.33465280e-11, 2.33465284e-10, 4.46603022e-10])) - 0.3963145898739
+    info = float(_root("exact", _laplace_pair_of_scales, x, s, 1e8, jnp.zeros(()))[1])
+    assert 1e8 * (1 - 1e-13) <= info <= 1e8
+
+
 def _laplace_pair_of_scales(b, s):
     return mechanisms.laplace(s, scale=b)
 
