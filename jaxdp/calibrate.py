@@ -587,6 +587,8 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     budget, s, p, achieved, slope = primals
     db, ds = tangents[0], tangents[1]
     zero = jax.custom_derivatives.SymbolicZero
+    # (the limit slopes below are infinite: times a zero db they gave a nan dp/ds at budget 0)
+    limits = limits and not isinstance(db, zero)
     db = jnp.zeros_like(budget) if isinstance(db, zero) else db
     p, achieved = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
     ok = jnp.isfinite(slope) & (slope != 0)

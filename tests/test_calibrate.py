@@ -1051,3 +1051,16 @@ def test_allocation_float32_at_extreme_budgets_converges():
     assert bool(r.converged) and int(r.iterations) < 40
     ref = [6614.20349516, 9353.82306886, 4676.97403067]  # float64's
     np.testing.assert_allclose(np.asarray(r.scales), ref, rtol=2e-6)
+
+
+def test_forward_mode_sensitivity_derivative_at_budget_zero():
+    # scale inf for every sensitivity at budget 0: d scale/d sensitivity is 0 (reverse mode
+    # gave it); forward mode multiplied the infinite budget slope by the zero budget tangent
+    # (nan; found by a QA pass)
+    budgets = jnp.asarray([0.0, 1.0])
+
+    def scale(s):
+        return calibrate("laplace", budgets, sensitivity=s).parameter
+
+    p, dp = jax.jvp(scale, (1.0,), (1.0,))
+    np.testing.assert_array_equal(np.asarray(dp), [0.0, float(p[1])])
