@@ -99,6 +99,13 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
 * Chernoff information and KL are unbounded for all four built-in families (they tend to
   :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
   ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
+* A built-in's parameter beyond the float range (Laplace, budget 1e-300, sensitivity
+  1e300: scale ~3.5e449) is the limit: scale ``inf`` / :math:`\varepsilon = 0` with
+  ``achieved = 0`` and ``converged = True`` (no information meets the budget; dp/dc is
+  :math:`-\infty` / the budget-0 slope, a scale's dp/ds :math:`+\infty`), or scale 0 /
+  :math:`\varepsilon = \infty` with ``achieved`` the supremum and ``converged = False``.
+  (Decided from the closed-form guess, so a parameter within about the guess's accuracy of
+  the range's ends may still come back ``nan``.)
 * Total variation is below 1 for every parameter: ``budget >= 1`` gives the no-noise limit
   (scale 0 / :math:`\varepsilon = \infty`) with ``achieved = 1``.
 * Negative or NaN budgets raise ``ValueError`` eagerly and give ``nan`` (and ``nan``
@@ -447,7 +454,16 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     acc_tol = 1e-4 * math.sqrt(eps)
 
     # The guess aims a little lower (16u) so that its first evaluation is usually accepted.
-    x0 = jnp.log(_guess(spec, metric, n, c * (1.0 - 16.0 * eps), s))
+    p0 = _guess(spec, metric, n, c * (1.0 - 16.0 * eps), s)
+    x0 = jnp.log(p0)
+    # A built-in's parameter beyond the float range (the guess overflows, or is below the
+    # smallest normal, which XLA flushes): the limit there, not evaluated (the engine gave
+    # nan at scale inf: Laplace, budget 1e-300, sensitivity 1e300 had achieved nan and
+    # converged False). On the no-release side (scale inf, epsilon 0) the metric is 0, which
+    # meets the budget; on the other (scale 0, epsilon inf) it is the supremum, which does not.
+    tiny = float(jnp.finfo(dtype).tiny)
+    out = active & ((p0 == jnp.inf) | (p0 < tiny)) if spec.direction else jnp.zeros_like(active)
+    out_release = out & ((p0 == jnp.inf) == (spec.direction < 0))
     if spec.direction:
         sigma0 = jnp.full_like(c, float(spec.direction))
     else:  # callables: the direction is the sign of the slope at the guess p = 1, read here
@@ -510,9 +526,10 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
 
     int0 = jnp.zeros(c.shape, jnp.int32)
     nan = jnp.full_like(c, jnp.nan)
-    state = (x0, sigma0, -inf, inf, nan, nan, ~active, ~active, int0, int0)
+    state = (x0, sigma0, -inf, inf, nan, nan, ~active | out, ~active, int0, int0)
     x, sigma, _, _, achieved, slope, _, ok, it, _ = lax.while_loop(cond, body, state)
-    p = jnp.exp(x)
+    p = jnp.where(out, jnp.where(p0 == jnp.inf, jnp.inf, 0.0), jnp.exp(x))
+    achieved = jnp.where(out, jnp.where(out_release, 0.0, sup), achieved)
 
     # resolved: the engine's metric came out within sqrt(u) below the budget (not, e.g., 0
     # because the mechanism's representation cannot resolve so small a budget)
@@ -522,7 +539,7 @@ def _solve(spec: _Spec, metric: str, n: int, max_steps: int, budget, s):
     no_noise = jnp.where(sigma > 0, jnp.inf, 0.0)
     p = jnp.where(zero, no_release, jnp.where(top, no_noise, p))
     achieved = jnp.where(zero, 0.0, jnp.where(top, sup, achieved))
-    converged = converged | zero | (top & (spec.direction != 0))
+    converged = converged | zero | (top & (spec.direction != 0)) | out_release
     known = jnp.isfinite(sigma)  # a callable's direction is unknown if never evaluated
     converged = converged & known
     p = jnp.where(invalid | ~known, jnp.nan, p)
@@ -610,9 +627,17 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf
     # for every s there, and an epsilon 0.)
     no_release = (budget == 0) | _unflushed(budget)[0]
+    d_achieved = jnp.where(ok | no_release, db, 0.0)  # (achieved = budget = 0 there)
+    # A positive budget whose parameter is beyond the float range on the no-release side
+    # (see _solve): the same one-sided limit of dp/dc, and for a scale (proportional to the
+    # sensitivity) dp/ds = p/s = inf (achieved is 0 there, for every budget nearby)
+    if spec.direction:
+        beyond = (budget > 0) & ~no_release & (p == (jnp.inf if spec.direction < 0 else 0.0))
+        no_release = no_release | beyond
+        if spec.direction < 0 and not isinstance(ds, zero):
+            dp = dp + jnp.where(beyond, jnp.inf, 0.0) * ds
     if limits:
         dp = dp + jnp.where(no_release, _limit_slope(spec, metric, n, p), 0.0) * db
-    d_achieved = jnp.where(ok | no_release, db, 0.0)  # (achieved = budget = 0 there)
     return (p, achieved), (dp, d_achieved)
 
 

@@ -1064,3 +1064,23 @@ def test_forward_mode_sensitivity_derivative_at_budget_zero():
 
     p, dp = jax.jvp(scale, (1.0,), (1.0,))
     np.testing.assert_array_equal(np.asarray(dp), [0.0, float(p[1])])
+
+
+def test_parameters_beyond_the_float_range_are_the_limits():
+    # Laplace, budget 1e-300, sensitivity 1e300: the scale ~3.5e449 is inf (right), but the
+    # engine's nan there came back as achieved with converged=False (found by a QA pass).
+    # Now the limits: scale inf carries no information, which meets the budget; scale 0
+    # (budget 1e300, sensitivity 1e-300: ~5e-601) an infinite one, which does not
+    budgets = jnp.asarray([1e-300, 1e300, 1.0])
+    sens = jnp.asarray([1e300, 1e-300, 1.0])
+    r = calibrate("laplace", budgets, sensitivity=sens)
+    np.testing.assert_array_equal(np.asarray(r.parameter)[:2], [np.inf, 0.0])
+    np.testing.assert_array_equal(np.asarray(r.achieved)[:2], [0.0, np.inf])
+    np.testing.assert_array_equal(np.asarray(r.converged), [True, False, True])
+
+    def scale(s):
+        return calibrate("laplace", budgets, sensitivity=s).parameter
+
+    # dp/ds = p/s: inf beyond the range (as dp/dc = -p/(2c) there is -inf)
+    _, dp = jax.jvp(scale, (sens,), (jnp.asarray([1.0, 0.0, 0.0]),))
+    assert float(dp[0]) == np.inf
