@@ -107,22 +107,15 @@ def test_optax_method_far_apart():
     assert np.abs(np.asarray(r.alpha) - 0.5).max() < 1e-10, r.alpha
 
 
-def test_built_in_laplace_vs_gaussian_far_apart():
-    # Built-in pairs were solved, and jd.log_bc evaluated, on the plain rule only, whose
-    # nodes miss the integrand's peak once the centres are ~1000 Laplace scales apart: all
-    # reported converged, the information was 2.2e-7 (b, s, d = 1, 1, 5000), 5.6e-5
-    # (0.1, 1, 1000), 9.3e-6 (1, 10, 5000) and 4.6e-5 (0.1, 1, 1e5) off, log C_a up to 6.7e-5.
-    # Now both put the peak at a breakpoint, as for a Density. Reference: the erfc closed form
-    # (references.mp_reference) at 40 digits.
+def _laplace_gaussian_against_mpmath(b, s, d, a):
+    """``jd.chernoff`` of Laplace(0, b) vs N(d, s) and ``jd.log_bc`` at each ``a``, with their
+    40-digit references (the erfc closed form, ``references.mp_reference``)."""
     from mpmath import mp
     from references import mp_reference as R
 
-    b = np.asarray([1.0, 0.1, 1.0, 1.0, 0.1])
-    s = np.asarray([1.0, 1.0, 10.0, 1.0, 1.0])
-    d = np.asarray([5000.0, 1000.0, 5000.0, 1e5, 1e5])
     P, Q = jd.Laplace(0.0, b), jd.Gaussian(d, s)
     r = jd.chernoff(P, Q)
-    a = np.asarray([0.5, 0.9, 0.99])[:, None]
+    a = np.asarray(a)[:, None]
     got_bc = np.asarray(jd.log_bc(P, Q, a))
     with mp.workdps(40):
         pairs = [(R.Laplace(0, bi), R.Gaussian(di, si)) for bi, si, di in zip(b, s, d, strict=True)]
@@ -131,6 +124,20 @@ def test_built_in_laplace_vs_gaussian_far_apart():
             for (p, q), x in zip(pairs, r.alpha, strict=True)
         ]
         want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
+    return r, got_bc, want, want_bc
+
+
+def test_built_in_laplace_vs_gaussian_far_apart():
+    # Built-in pairs were solved, and jd.log_bc evaluated, on the plain rule only, whose
+    # nodes miss the integrand's peak once the centres are ~1000 Laplace scales apart: all
+    # reported converged, the information was 2.2e-7 (b, s, d = 1, 1, 5000), 5.6e-5
+    # (0.1, 1, 1000), 9.3e-6 (1, 10, 5000) and 4.6e-5 (0.1, 1, 1e5) off, log C_a up to 6.7e-5.
+    # Now both put the peak at a breakpoint, as for a Density. Reference: the erfc closed form
+    # (references.mp_reference) at 40 digits.
+    b = np.asarray([1.0, 0.1, 1.0, 1.0, 0.1])
+    s = np.asarray([1.0, 1.0, 10.0, 1.0, 1.0])
+    d = np.asarray([5000.0, 1000.0, 5000.0, 1e5, 1e5])
+    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [0.5, 0.9, 0.99])
     assert np.all(np.asarray(r.converged)), r
     # measured: <= 6.8e-13, a* within 2.7e-10 (b, s, d = 0.1, 1, 1e5: the second rule's
     # peak, placed at the first solve's a, misses the true one; README, Precision)
@@ -150,23 +157,10 @@ def test_built_in_laplace_vs_gaussian_far_apart_in_gaussian_scales():
     # and the information 3.6e-11 (N(300, 1e-3), a* = 0.998: a peak 22 Gaussian scales
     # wide), all converged. Now that piece ends 12 widths from the peak. (The same shapes as
     # the test above: its compiled programs are reused.) Reference: the erfc closed form.
-    from mpmath import mp
-    from references import mp_reference as R
-
     b = np.asarray([1.0, 1.0, 1.0, 1000.0, 1.0])
     s = np.asarray([1e-3, 1e-3, 1e-3, 1.0, 1.0])
     d = np.asarray([10.0, 100.0, 300.0, 1e5, 1e5])
-    P, Q = jd.Laplace(0.0, b), jd.Gaussian(d, s)
-    r = jd.chernoff(P, Q)
-    a = np.asarray([1e-7, 0.1, 0.5])[:, None]
-    got_bc = np.asarray(jd.log_bc(P, Q, a))
-    with mp.workdps(40):
-        pairs = [(R.Laplace(0, bi), R.Gaussian(di, si)) for bi, si, di in zip(b, s, d, strict=True)]
-        want = [
-            R.chernoff(p, q, guess=mp.mpf(float(x)))
-            for (p, q), x in zip(pairs, r.alpha, strict=True)
-        ]
-        want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
+    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [1e-7, 0.1, 0.5])
     assert np.all(np.asarray(r.converged)), r
     # measured: <= 3e-16, a* within 1.4e-15
     assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-13, r
