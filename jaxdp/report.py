@@ -339,6 +339,9 @@ def membership_data(eps, n: int, *, delta: float = FIG45_DELTA) -> MembershipDat
     """
     eps = _check_eps(eps)
     _checks.check_unit_interval("delta", _check_values("delta", delta, 0))
+    # (checked before the cache lookup: True or 3.0 hit the cached family of n = 1 or 3 and
+    # passed, a list or an array failed as "unhashable type")
+    n = membership._check_n(n)
     if n not in _MEMBERSHIP:
         _MEMBERSHIP[n] = _membership_family(n)
     bounds, e40, lap = _MEMBERSHIP[n](eps, jnp.asarray(delta, eps.dtype))

@@ -360,3 +360,11 @@ def test_curve_data_refuse_bad_inputs_naming_them(call, match):
 def test_curve_data_refuse_bad_types_and_shapes_naming_them(call, error, match):
     with pytest.raises(error, match=match):
         call()
+
+
+def test_membership_data_checks_n_before_its_cache():
+    # True and 1.0 hit the cached family of n = 1 and passed; [1] was "unhashable type"
+    report.membership_data([1.0], 1)
+    for n in (True, 1.0, [1]):
+        with pytest.raises(TypeError, match="n must be a Python int"):
+            report.membership_data([1.0], n)
