@@ -109,7 +109,8 @@ def eps_grid(points: int = DEFAULT_POINTS, lo: float = EPS_RANGE[0], hi: float =
 
     Raises:
         TypeError: ``points`` is not an integer.
-        ValueError: ``points < 2``, or not ``0 < lo < hi`` with both finite.
+        ValueError: ``points < 2``, or not ``0 < lo < hi`` with both finite, or ``lo``/``hi``
+            at or beyond the ends of the dtype's normal range (a grid point 0 or inf).
     """
     if isinstance(points, bool) or not isinstance(points, int | np.integer):
         raise TypeError(f"points must be an integer, got {type(points).__name__}")
@@ -118,7 +119,17 @@ def eps_grid(points: int = DEFAULT_POINTS, lo: float = EPS_RANGE[0], hi: float =
     # (a decreasing grid, or nan/inf ends, came back as a grid; lo <= 0: "math domain error")
     if not (0 < lo < hi < math.inf):
         raise ValueError(f"lo and hi must satisfy 0 < lo < hi < inf, got lo={lo!r}, hi={hi!r}")
-    return jnp.logspace(math.log10(lo), math.log10(hi), points)
+    grid = jnp.logspace(math.log10(lo), math.log10(hi), points)
+    # (a lo below the dtype's smallest normal number gave a first point 0 (XLA flushes
+    # subnormals), a hi beyond float32's largest a last point inf; the ends of the range
+    # themselves rounded past it)
+    if not np.all(np.isfinite(grid) & (grid > 0)):
+        fi = jnp.finfo(grid.dtype)
+        raise ValueError(
+            f"lo and hi must lie inside the normal range of {grid.dtype} ({fi.tiny:.4g} to "
+            f"{fi.max:.4g}): the grid reached 0 or inf, got lo={lo!r}, hi={hi!r}"
+        )
+    return grid
 
 
 def _np(x) -> np.ndarray:

@@ -311,6 +311,9 @@ def test_float32_tables_do_not_report_rounding_as_failures():
         ({"lo": 0.0}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
         ({"lo": float("nan")}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
         ({"hi": float("inf")}, ValueError, "lo and hi must satisfy 0 < lo < hi"),
+        # (a subnormal lo gave a first grid point 0, as did lo at the smallest normal float)
+        ({"lo": 1e-320}, ValueError, "lo and hi must lie inside the normal range"),
+        ({"lo": 2.2250738585072014e-308}, ValueError, "lo and hi must lie inside the normal"),
         ({"points": 8.5}, TypeError, "points must be an integer"),
         ({"points": True}, TypeError, "points must be an integer"),
         ({"points": 1}, ValueError, "points must be >= 2"),
