@@ -279,7 +279,8 @@ def fig3_data(
         TypeError: an argument that is not real numbers.
         ValueError: ``eps``, ``thetas`` or ``sensitivity`` not positive and finite, or
             ``shifts`` not finite; ``eps``, ``shifts`` or ``thetas`` not 1-D, or
-            ``sensitivity`` not a single number.
+            ``sensitivity`` not a single number; a noise scale ``s/eps`` or
+            ``theta * s/eps`` outside the float range.
     """
     eps = _check_eps(eps)
     shifts = _check_values("shifts", shifts, 1)
@@ -291,6 +292,11 @@ def fig3_data(
     dtype = eps.dtype
     shift = jnp.asarray(shifts, dtype)[:, None, None] * sensitivity
     theta = jnp.asarray(thetas, dtype)[None, :, None]
+    # (the pairs' own checks, which the jitted call skips: a noise scale s/eps or
+    # theta*s/eps outside the float range, e.g. eps 1e-320, gave nan curves without a word)
+    mechanisms.adversarial_laplace(
+        eps[None, None, :], sensitivity=sensitivity, shift=shift, theta=theta
+    )
     e34, d, e35, r = _fig3_family(eps[None, None, :], shift, theta, jnp.asarray(sensitivity, dtype))
     return Fig3Data(
         _np(eps),

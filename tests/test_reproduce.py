@@ -332,6 +332,9 @@ def test_eps_grid_refuses_what_is_not_a_log_grid(kwargs, error, match):
         (lambda: report.fig3_data([1.0], sensitivity=-1.0), "sensitivity must be positive"),
         (lambda: report.fig3_data([1.0], thetas=[-1.0]), "thetas must be positive"),
         (lambda: report.fig3_data([1.0], shifts=[float("inf")]), "shifts must be finite"),
+        # (their noise scales outside the float range gave nan curves)
+        (lambda: report.fig3_data([1e-320, 1.0]), "noise scale sensitivity/epsilon"),
+        (lambda: report.fig3_data([1.0], thetas=[1e-320]), "noise scale theta"),
         (lambda: report.membership_data([0.0], 1), "eps must be positive"),
         (lambda: report.membership_data([1.0], 1, delta=2.0), r"delta must lie in \[0, 1\]"),
     ],
