@@ -25,7 +25,7 @@ from jaxdp.coefficient import (
     standardize,
 )
 from jaxdp.distributions import Categorical, Distribution, Product
-from jaxdp.kernels import laplace
+from jaxdp.kernels import gaussian, laplace
 
 __all__ = ["bhattacharyya", "hellinger", "kl", "renyi", "tv"]
 
@@ -61,7 +61,7 @@ def _kl(P, Q):
         P, Q = group_product(P, Q)  # one kernel per family (jaxdp.kernels.stacked)
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
     kernel = kernel_for(P, Q)
-    if kernel is laplace:
+    if kernel is laplace or kernel is gaussian:
         return kernel.kl(*_standardize_in_range(P, Q))
     return kernel.kl(*standardize(P, Q))
 
@@ -70,12 +70,13 @@ def _standardize_in_range(P, Q):
     """The standardized pair (:func:`~jaxdp.coefficient.standardize`) where the scales are
     within a factor ~2 (there the moved scales keep the digits of their difference, and of
     the derivatives' smallest terms, at tiny or huge scales), else the pair as it is: the
-    Laplace KL formula is made of ratios and reads either. Moved, pairs leave the float
-    range where the offset exceeds ~1e308 of ``P``'s scale (a narrow ``P`` far from ``Q``,
-    whose KL ~ offset / ``Q.scale`` is finite) or the scale ratio does, and derivatives in
-    scales far apart overflowed as intermediates (a reverse-mode cotangent of ``Q``'s moved
-    scale below ~1e-154, forward-mode tangents of ``P.scale/c`` ~1e184) where they are
-    finite."""
+    Laplace and Gaussian KL formulas are made of ratios and read either. Moved, pairs leave
+    the float range where the offset exceeds ~1e308 of ``P``'s scale (a narrow ``P`` far
+    from ``Q``, whose KL ~ offset / ``Q.scale`` is finite) or the scale ratio does, and
+    derivatives in scales far apart overflowed as intermediates (a reverse-mode cotangent
+    of ``Q``'s moved scale below ~1e-154, forward-mode tangents of ``P.scale/c`` ~1e184)
+    where they are finite: a gradient in the moved scales is ``c`` times the true one, and
+    the Gaussian d/ds1 ~ r (``P`` r ~1.8e19+ times wider than ``Q``, float32) was inf."""
     Ps, Qs = standardize(P, Q)
     raw = ~(jnp.isfinite(Qs.loc) & (Qs.scale >= 0.5) & (Qs.scale <= 4.0))
 

@@ -1125,6 +1125,32 @@ def test_gaussian_kl_at_large_scale_ratios_keeps_its_precision(dtype, rtol):
     assert _rel(got, want).max() < rtol, (got, want)
 
 
+def test_gaussian_kl_gradients_at_scale_ratios_near_the_float32_limit():
+    # KL(wide P || narrow Q) ~ r^2/2 with d/ds1 = s1/s2^2 - 1/s1: in the standardized pair
+    # (P's scale ~1, Q's ~1/r) d/ds1' ~ r^2 overflowed for r ~1.8e19+ (float32) while KL
+    # and d/ds1 ~ r do not (inf, the forward mode right); so did d/ds2 (-1e9 here) at P's
+    # scale 1e30. Reverse and forward, centres 0 and 1 (of Q's scale) apart.
+    cases = np.asarray(
+        [(0.0, 2e19, 0.0, 1.0), (0.0, 2e19, 1.0, 1.0), (0.0, 1e30, 0.0, 1e17)], np.float32
+    )
+
+    def f(x):
+        return jd.kl(jd.Gaussian(x[0], x[1]), jd.Gaussian(x[2], x[3]))
+
+    rev, fwd = jax.jit(jax.grad(f)), jax.jit(jax.jacfwd(f))
+    for c in cases:
+        m1, s1, m2, s2 = (mp.mpf(float(v)) for v in c)
+        d = m2 - m1
+        want = [-d / s2**2, s1 / s2**2 - 1 / s1, d / s2**2, 1 / s2 - (s1**2 + d**2) / s2**3]
+        for got in (rev(c), fwd(c)):
+            assert got.dtype == np.float32
+            for g, w in zip(np.asarray(got, np.float64), want, strict=True):
+                if abs(w) > np.finfo(np.float32).max:  # d/ds2 = -4e38: overflows
+                    assert g == math.copysign(math.inf, w), (c, got, want)
+                else:
+                    assert abs(g - w) <= 1e-6 * abs(w), (c, got, want)
+
+
 @pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
 def test_parameter_gradients_at_extreme_scale_ratios(family):
     # Q 1e160 and 1e200 times wider or narrower than P, centred 0 or half its own scale
