@@ -442,6 +442,38 @@ def test_laplace_tv_derivative_beyond_80_scales():
                 np.testing.assert_allclose(float(g[i]), want, rtol=tol)
 
 
+def _lap_cdf(x, m, b):
+    return 0.5 * mp.exp((x - m) / b) if x < m else 1 - 0.5 * mp.exp(-(x - m) / b)
+
+
+def test_laplace_tv_scale_derivatives_at_scale_ratios_beyond_1e100():
+    # By the envelope theorem dTV/db_i is the sum over the crossings x (sign s of F_P - F_Q
+    # there) of s dF_P/db1 (-s dF_Q/db2) at x fixed, dF/db = -e^{-|x - m|/b} (x - m)/(2 b^2).
+    # Reverse mode: Laplace(0, 1) vs Laplace(1e300, 1e300) d/db1 -1.8e-17 (forward -1.8e-301,
+    # JAX's expm1' = expm1 + 1 lost a term) for -2.5e-298: cotangents ~e^-rho underflowed
+    # (log_ratio's, the slope's inner quotient's), a crossing's tangent cancelled ~1e300 terms;
+    # d/db2 for Q 1e-100 and 1e-300 narrower -2.1e81 and 1.3e283 for -85 and -419.
+    cases = [((0.0, 1.0, 1e300, 1e300), 1), ((0.0, 1.0, 1.0, 1e-100), 3),
+             ((0.0, 1.0, 0.5, 1e-300), 3)]  # fmt: skip
+    tv = lambda *a: jd.tv(jd.Laplace(a[0], a[1]), jd.Laplace(a[2], a[3]))  # noqa: E731
+    rev = jax.jit(jax.grad(tv, (1, 3)))
+    with mp.workdps(400):
+        for c, k in cases:
+            m1, b1, m2, b2 = (mp.mpf(x) for x in c)
+            want = 0
+            for s1, s2 in ((-1, -1), (1, -1), (-1, 1), (1, 1)):
+                slope = s2 / b2 - s1 / b1
+                x = -(mp.log(b2 / b1) + s1 * m1 / b1 - s2 * m2 / b2) / slope
+                if (x > m1) != (s1 > 0) or (x > m2) != (s2 > 0):
+                    continue
+                sign = mp.sign(_lap_cdf(x, m1, b1) - _lap_cdf(x, m2, b2))
+                m, b = (m1, b1) if k == 1 else (m2, b2)
+                dcdf = -mp.exp(-abs(x - m) / b) * (x - m) / (2 * b**2)
+                want += sign * dcdf * (1 if k == 1 else -1)
+            got = rev(*(jnp.asarray(x) for x in c))[0 if k == 1 else 1]
+            np.testing.assert_allclose(float(got), float(want), rtol=1e-12, err_msg=str(c))
+
+
 def test_laplace_kl_where_the_standardized_pair_leaves_the_float_range():
     # D = log(b2/b1) + d/b2 + (b1/b2) e^{-d/b1} - 1 and its derivatives, 60 digits. Rows: a
     # narrow P ~1e309 of its scale from Q (KL ~1e304 was inf: the standardized offset

@@ -180,7 +180,12 @@ def tv(P, Q):
     gone = gone | jnp.isinf(sp.quotient(jnp.abs(d), jnp.where(gone, 1.0, jnp.minimum(b1, b2))))
     b2 = jnp.where(gone, b1, b2)
     d = jnp.where(gone, 0.0, d)
-    rho = sp.log_ratio(b2, b1)
+    # with the derivatives of log b2 - log b1: log_ratio's reverse-mode cotangent of
+    # (b2 - b1)/b1, ct/(1 + b2/b1), underflowed for a tiny ct at scale ratios ~1e300 (the
+    # slope of TV at its crossings, ~e^-rho; Laplace(0, 1) vs Laplace(1e300, 1e300))
+    logs = jnp.log(b2) - jnp.log(b1)
+    dlogs = jnp.where(jnp.isfinite(logs), logs - lax.stop_gradient(logs), 0.0)
+    rho = lax.stop_gradient(sp.log_ratio(b2, b1)) + dlogs
     shape = jnp.broadcast_shapes(m1.shape, b1.shape, m2.shape, b2.shape)
     total = jnp.zeros(shape, m1.dtype)
     # log p/q = rho - s1 (x - m1)/b1 + s2 (x - m2)/b2 on each piece (s_i = sign(x - m_i)).
@@ -196,6 +201,11 @@ def tv(P, Q):
         # moved the crossings by ~eps/|b2/b1 - 1| of a scale and TV by that squared (2.6e-11
         # relative off at b2 = b1 (1 + 1e-12), 1e-4 at 1 + 1e-13, 1.5e-2 at 1 + 1e-15)
         slope = sp.quotient(sp.quotient(s2 * b1 - s1 * b2, b1), b2)
+        # with the derivatives of s2/b2 - s1/b1: the reverse-mode cotangent of the inner
+        # quotient, ~b2/b1 times larger than the slope, is ct/b2 (it underflowed, as above)
+        alt = sp.quotient(s2, b2) - sp.quotient(s1, b1)
+        dalt = jnp.where(jnp.isfinite(alt), alt - lax.stop_gradient(alt), 0.0)
+        slope = lax.stop_gradient(slope) + dalt
         ok = slope != 0
         safe = jnp.where(ok, slope, 1.0)
         z1 = sp.quotient(sp.quotient(s2 * d, b2) - rho, safe)
@@ -204,6 +214,13 @@ def tv(P, Q):
         valid = ok & on_piece & jnp.isfinite(z1) & jnp.isfinite(z2)
         z1 = jnp.where(valid, z1, 0.0)
         z2 = jnp.where(valid, z2, -d)
+        # z2 = z1 - d: both moved by the crossing's one tangent, taken from the offset whose
+        # terms are the smaller (d/b2 in z1, d/b1 in z2). The other's terms ~d/b^2 cancel
+        # to it: Laplace(0, 1) vs Laplace(1e300, 1e300) gave d/db1 of TV -1.8e-301 (under
+        # jit -1.8e-17, FMA contraction: the cancellation's rounding) for -2.5e-298
+        dz = jnp.where(b2 >= b1, z1 - lax.stop_gradient(z1), (z2 + d) - lax.stop_gradient(z2 + d))
+        z1 = lax.stop_gradient(z1) + dz
+        z2 = lax.stop_gradient(z2) + (dz - (d - lax.stop_gradient(d)))
         total = total + jnp.where(valid, jnp.abs(_cdf_diff(z1, z2, d, b1, b2)), 0.0)
     # the two terms may round above 1 when TV rounds to 1; d overflows (locations ~1e308 of
     # opposite signs) only where TV is 1. Where |d| > 80 max(b1, b2), 1 - TV <= e^-40 rounds
