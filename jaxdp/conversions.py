@@ -416,15 +416,54 @@ def max_kl_eps_dp(eps: ArrayLike) -> jax.Array:
     return _x_tanh_half(eps)
 
 
+@jax.custom_jvp
 def _x_tanh_half(x):
     r""":math:`x\tanh(x/2)` for :math:`x \ge 0` (also :func:`jaxdp.paper.eq22`, ``eq56``).
 
-    ``x = inf`` gives ``inf`` with the limit slope 1 of :math:`\tanh(x/2) + (x/2)
-    \mathrm{sech}^2(x/2)` (the product rule gave ``inf * 0 = nan``): a finite stand-in
-    elsewhere in the formula."""
+    ``x = inf`` gives ``inf`` with the limit slope 1: a finite stand-in elsewhere in the
+    formula. The slope :math:`\tanh(x/2) + (x/2)\mathrm{sech}^2(x/2)` (in ``[0, 1.2]``) is
+    formed by :func:`_x_tanh_half_slope` and multiplies the tangent once: the product rule's
+    ``(x t) sech^2(x/2)`` was ``inf * 0 = nan`` in reverse mode for a large cotangent at a
+    large ``x`` (``paper.fig2_kl_cuff``'s eps-slope at ``eps = 1e300``, ``alpha = 1e10``,
+    ~-1e10), and its ``1 - tanh^2`` cancelled (second derivative 0 beyond ``x ~ 37``)."""
     inf = x == jnp.inf
     e = jnp.where(inf, 1.0, x)
     return jnp.where(inf, x, e * jnp.tanh(0.5 * e))
+
+
+@_x_tanh_half.defjvp
+def _x_tanh_half_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return _x_tanh_half(x), t * _x_tanh_half_slope(x)
+
+
+def _x_tanh_half_parts(x):
+    """``(inf, tanh h, sech^2 h, h sech^2 h)`` at ``h = x/2``, with a finite stand-in 0
+    where ``x = inf`` (``h sech^2 h`` was ``inf * 0`` there; the callers take the limit).
+    Both from ``q = e^{-2|h|}``: sech^2 without the cancelling ``1 - tanh^2``, tanh within
+    1 ulp (``jnp.tanh`` is up to 3.5 ulp off near ``h = 19``)."""
+    inf = x == jnp.inf
+    h = 0.5 * jnp.where(inf, 0.0, x)
+    q = jnp.exp(-2 * jnp.abs(h))
+    s = 4 * q / ((1 + q) * (1 + q))
+    th = jnp.sign(h) * -jnp.expm1(-2 * jnp.abs(h)) / (1 + q)
+    return inf, th, s, h * s
+
+
+@jax.custom_jvp
+def _x_tanh_half_slope(x):
+    r""":math:`\tanh(x/2) + (x/2)\mathrm{sech}^2(x/2)`, 1 at ``x = inf`` (the limit)."""
+    inf, th, _, hs = _x_tanh_half_parts(x)
+    return jnp.where(inf, 1.0, th + hs)
+
+
+@_x_tanh_half_slope.defjvp
+def _x_tanh_half_slope_jvp(primals, tangents):
+    # d/dx = sech^2(x/2) (1 - (x/2) tanh(x/2)) as sech^2 - (x/2) sech^2 tanh: bounded
+    # factors (no inf * 0 for finite x), 0 at x = inf (the limit)
+    (x,), (t,) = primals, tangents
+    inf, th, s, hs = _x_tanh_half_parts(x)
+    return _x_tanh_half_slope(x), t * jnp.where(inf, 0.0, s - hs * th)
 
 
 # ---------------------------------------------------------------------------------------------

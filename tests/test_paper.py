@@ -391,6 +391,26 @@ def test_kl_cuff_alpha_slope_at_alpha_one_and_eps_infinity():
         np.testing.assert_array_equal(got, [0.0, 0.5, 0.0])
 
 
+def test_x_tanh_half_slopes_for_large_cotangents_and_arguments():
+    # eq22 = eps tanh(eps/2) (also eq56, fig2_kl_cuff, conversions.max_kl_eps_dp): the product
+    # rule's (eps * cotangent) sech^2(eps/2) was inf * 0 = nan in reverse mode, e.g.
+    # fig2_kl_cuff's eps-slope (1 - alpha) at eps = 1e300, alpha = 1e10; and its 1 - tanh^2
+    # cancelled: the second derivative sech^2(h)(1 - h tanh h), h = eps/2, was 0 from eps ~ 37
+    for d in (jax.grad, jax.jacfwd):
+        assert float(d(paper.fig2_kl_cuff)(1e300, 1e10)) == 1 - 1e10
+        assert float(d(lambda e: 1e300 * conversions.max_kl_eps_dp(e))(1e10)) == 1e300
+    e = np.array([1e-300, 1e-3, 1.0, 7.0, 40.0, 600.0, 1e300])
+    with mp.workdps(40):
+        h = [mp.mpf(x) / 2 for x in e]
+        want1 = [float(mp.tanh(v) + v * mp.sech(v) ** 2) for v in h]
+        want2 = [float(mp.sech(v) ** 2 * (1 - v * mp.tanh(v))) for v in h]
+    for d in (jax.grad, jax.jacfwd):
+        got1 = np.asarray(jax.vmap(d(paper.eq22))(e))
+        got2 = np.asarray(jax.vmap(d(d(paper.eq22)))(e))
+        np.testing.assert_allclose(got1, want1, rtol=4e-16, atol=0)
+        np.testing.assert_allclose(got2, want2, rtol=1e-15, atol=0)
+
+
 # -- where each bound fails (crossings with the true supremum log cosh(eps/2)) ---------------
 
 # name -> (documented eps where it drops below log cosh(eps/2), documented eps where it goes < 0)
