@@ -192,10 +192,18 @@ def _at_zero(eps: jax.Array, stand_in: float = 1.0):
 def _log_2sinh_at(eps: jax.Array, k: jax.Array) -> jax.Array:
     """``_log_2sinh(eps * k)``, at ``eps = 0`` as its leading term ``log(2 eps) + log|k|``
     (``-inf``) with the limit slopes ``1/eps = inf`` and ``1/k`` (the product rule's slope in
-    ``k`` was ``eps coth(0) = 0 * inf = nan``); finite stand-ins in the branch not taken."""
+    ``k`` was ``eps coth(0) = 0 * inf = nan``), and at ``eps = inf`` as its leading term
+    ``eps k`` (``inf`` for ``k > 0``, else NaN as before), whose second derivatives are the
+    limits (0 in ``eps`` and in ``k``, 1 mixed; the derivative of ``coth u`` times the
+    infinite tangent of ``u`` was ``nan``); finite stand-ins in the branches not taken."""
     zero, e, e0 = _at_zero(eps)
-    k1, k0 = jnp.where(zero, 1.0, k), jnp.where(zero, k, 1.0)
-    return jnp.where(zero, jnp.log(2 * e0) + jnp.log(jnp.abs(k0)), _log_2sinh(e * k1))
+    inf = eps == jnp.inf
+    e, ei = jnp.where(inf, 1.0, e), jnp.where(inf, eps, 1.0)
+    k1 = jnp.where(zero | inf, 1.0, k)
+    k0, ki = jnp.where(zero, k, 1.0), jnp.where(inf, k, 1.0)
+    at_inf = ei * ki * jnp.where(ki > 0, 1.0, jnp.nan)
+    at_zero = jnp.log(2 * e0) + jnp.log(jnp.abs(k0))
+    return jnp.where(zero, at_zero, jnp.where(inf, at_inf, _log_2sinh(e * k1)))
 
 
 def _atanh(x: jax.Array) -> jax.Array:

@@ -378,6 +378,23 @@ def test_alpha_slopes_at_infinity_are_minus_infinity_in_forward_mode():
         assert float(tangent) == -np.inf
 
 
+def test_second_derivatives_at_infinity_are_the_limits():
+    # with u = eps (1 + alpha), log(2 sinh u)'s second derivatives are (1 + alpha)^2 csch^2 u
+    # -> 0 (eps, eps), coth u - u csch^2 u -> 1 (eps, alpha) and eps^2 csch^2 u -> 0
+    # (alpha, alpha) as eps -> inf (mpmath at eps = 200: 0, -1, -1/(1 + alpha)^2 for eq30);
+    # the derivative of coth u times the infinite tangent of u was nan at eps = inf
+    a = jnp.asarray([0.0, 0.5, 3.0])
+    for f, aa in ((paper.eq30, -1 / (1 + a) ** 2), (paper.eq31, 0 * a)):
+        want = np.stack([0 * a, -1 + 0 * a, -1 + 0 * a, aa], axis=-1)
+        for d in (jax.grad, jax.jacfwd):
+
+            def second(e, al, d=d, f=f):
+                return jnp.stack([d(d(f, i), j)(e, al) for i in (0, 1) for j in (0, 1)])
+
+            got = np.asarray(jax.jit(jax.vmap(second, (None, 0)))(np.inf, a))
+            np.testing.assert_array_equal(got, want)
+
+
 def test_kl_cuff_alpha_slope_at_alpha_one_and_eps_infinity():
     # fig2_kl_cuff = (1 - alpha) eq22(eps) is 0 at alpha = 1 also for eps = inf (the limit),
     # but its alpha-slope there is -eq22(inf) = -inf and its eps-slope (1 - alpha) = 0: the
