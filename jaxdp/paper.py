@@ -228,11 +228,18 @@ def _atanh_over_x_minus_1(x: jax.Array) -> jax.Array:
     return jnp.where(small, series, direct)
 
 
+@jax.custom_jvp
 def _x_minus_log1p(x: jax.Array) -> jax.Array:
     r"""``x - log(1 + x)`` for ``x > -1`` with relative accuracy near 0.
 
     Near 0, with :math:`v = x/(2+x)`: :math:`x - \log(1+x) = x^2/(2+x) - 2\sum_{j\ge1}
     v^{2j+1}/(2j+1)` (no cancellation: the sum is ``O(x^3)``).
+
+    Its slope :math:`x/(1+x)` multiplies the tangent once (``1 - 1/(1+x)`` above 1, whose
+    derivative :math:`1/(1+x)^2` does not cancel), the limit 1 at ``x = inf``: the sum rule's
+    ``t - t/(1+x)`` was ``inf - inf = nan`` for an infinite tangent (``eq35``'s b-slope, and
+    ``eq34``'s theta-slope for theta below ~1e-154, in forward mode, whose limit is
+    ``-inf``), and the constant ``inf`` at ``x = inf`` had slope 0.
     """
     small = jnp.abs(x) < 0.1
     xs = jnp.where(small, x, 0.0)
@@ -245,6 +252,15 @@ def _x_minus_log1p(x: jax.Array) -> jax.Array:
     xl = jnp.where(small, 1.0, x)
     # x = inf: inf - log1p(inf) is nan; the difference is +inf
     return jnp.where(small, series, jnp.where(xl == jnp.inf, jnp.inf, xl - jnp.log1p(xl)))
+
+
+@_x_minus_log1p.defjvp
+def _x_minus_log1p_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    above = x > 1
+    xs, xl = jnp.where(above, 0.0, x), jnp.where(above, x, 2.0)
+    slope = jnp.where(above, 1 - 1 / (1 + xl), xs / (1 + xs))
+    return _x_minus_log1p(x), t * slope
 
 
 def _log_sinhc(v: jax.Array) -> jax.Array:

@@ -595,6 +595,15 @@ def test_eq34_eq35_scale_slopes_below_the_square_root_of_the_smallest_float():
             np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
 
 
+def test_x_minus_log1p_slopes_for_infinite_tangents():
+    # x - log(1 + x)'s sum rule t - t/(1 + x) was inf - inf = nan in forward mode where the
+    # tangent of x overflows: eq35's b-slope -(t/b) x/(1 + x) at b = 1e-300 and eq34's
+    # theta-slope 1/theta - 1/theta^2 at theta = 1e-200 are -1e600 and -1e400: -inf
+    for d in (jax.grad, jax.jacfwd):
+        assert float(d(paper.eq35, 1)(1.0, 1e-300, 1.0)) == -np.inf
+        assert float(d(paper.eq34, 2)(1.0, 1.0, 1e-200)) == -np.inf
+
+
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     d, b, th = SHIFTS[:, None, None], np.array([0.5, 2.0])[None, :, None], THETAS[None, None, :]
     assert_close(ev(paper.eq35, d, b, th), _mp_grid(m35, d, b, th), atol=0)
