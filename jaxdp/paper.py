@@ -335,6 +335,53 @@ def _expm1_minus_x(u: jax.Array) -> jax.Array:
     return jnp.where(small, series, jnp.expm1(ul) - ul)
 
 
+def _shift_ratios(shift: jax.Array, b: jax.Array, theta: jax.Array):
+    r"""``(over, t, x)`` for :func:`eq34`/:func:`eq35`: ``t = |shift|/b`` (JAX's b-slope
+    ``-|shift| db/b^2`` was nan for shift = 0 and ``-inf`` for a finite one once ``b^2``
+    underflows, so :func:`quotient`) and, where ``t`` overflows (``over``: ``b`` below
+    ``|shift|/1.8e308``, or ``shift`` infinite), ``x = |shift|/(theta b)`` by
+    :func:`_over_ratio` (``t/theta`` was ``inf`` also where ``x`` is finite: ``shift =
+    1e10, b = 1e-300, theta = 1e300``), ``t`` then 0; stand-ins (``|shift|`` 0, ``b`` 1) in
+    the branch not taken."""
+    a = jnp.abs(shift)
+    over = a / b == jnp.inf  # (also shift = inf, whose slopes are then the limits)
+    zero, one = jnp.zeros_like(a), jnp.ones_like(b)
+    t = quotient(jnp.where(over, zero, a), jnp.where(over, one, b))
+    return over, t, _over_ratio(jnp.where(over, a, zero), theta, jnp.where(over, b, one))
+
+
+@jax.custom_jvp
+def _over_ratio(a: jax.Array, theta: jax.Array, b: jax.Array) -> jax.Array:
+    r""":math:`x = a/(\theta b)` as ``(a/theta)/b``, with the slope :math:`\dot a/(\theta b)
+    - (x/\theta)\dot\theta - (x/b)\dot b` formed term by term, leaving out the term of a
+    symbolic zero tangent: at an overflowed ``x``, whose shift-slope :math:`1/(\theta b)` is
+    finite, ``x db/b`` was ``inf * 0 = nan`` in ``jax.jacfwd`` in ``shift``."""
+    return scaled_divide(scaled_divide(a, theta), b)
+
+
+def _over_ratio_jvp(primals, tangents):
+    (a, theta, b), (da, dtheta, db) = primals, tangents
+    x = _over_ratio(a, theta, b)
+    zero = jax.custom_derivatives.SymbolicZero
+    terms = []
+    if not isinstance(da, zero):
+        terms.append(scaled_divide(scaled_divide(da, theta), b))
+    if not isinstance(dtheta, zero):
+        # x/theta, as a/theta/theta/b where x overflows (x/theta >= 1 there, so a/theta^2 is
+        # normal for a normal b): finite for theta beyond 1
+        n = scaled_divide(scaled_divide(a, theta), theta)
+        terms.append(
+            -jnp.where(x == jnp.inf, scaled_divide(n, b), scaled_divide(x, theta)) * dtheta
+        )
+    if not isinstance(db, zero):
+        terms.append(-scaled_divide(x, b) * db)
+    tangent = sum(terms[1:], terms[0]) if terms else jnp.zeros_like(x)
+    return x, jnp.broadcast_to(tangent, x.shape).astype(x.dtype)
+
+
+_over_ratio.defjvp(_over_ratio_jvp, symbolic_zeros=True)
+
+
 def _below_one(eps: jax.Array, value: jax.Array) -> jax.Array:
     """NaN where ``eps >= 1`` (the printed ``log((1+eps)/(1-eps))`` is undefined there), in
     the value and its derivative (a mask, not a where, whose derivative there was 0; the
@@ -745,11 +792,13 @@ def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
         theta: scale ratio, ``> 0``.
     """
     shift, b, theta = _inexact(shift, b, theta)
-    # (quotient: JAX's b-slope -|shift| db/b^2 was nan for shift = 0 (limit 0) and -inf for a
-    # finite one once b^2 underflows, b below ~1e-154)
-    t = quotient(jnp.abs(shift), b)
-    # theta = inf: the shift term is 0 (inf/inf if t = inf too); the first bracket is inf
-    shift_term = jnp.where(theta == jnp.inf, 0.0, _expm1_minus_x(-t) / theta)
+    over, t, x = _shift_ratios(shift, b, theta)
+    # theta = inf: the shift term is 0 (inf/inf if t = inf too); the first bracket is inf.
+    # Where t overflows, s(e^-t - 1 + t) = x - 1/theta = x (1 - 1/t) is x in floating point
+    # (and theta a stand-in 1 in the branch not taken: its zero cotangent times -u/theta^2
+    # was nan for theta below ~1e-154)
+    shift_term = _expm1_minus_x(-t) / jnp.where(over, 1.0, theta)
+    shift_term = jnp.where(theta == jnp.inf, 0.0, jnp.where(over, x, shift_term))
     return _kl_scale_term(theta) + shift_term
 
 
@@ -779,8 +828,10 @@ def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     # not |shift| / (theta * b), nor |shift| / b / theta (which XLA rewrites into it): the
     # product under- or overflowed where the ratio is representable (float64 shift = 0,
     # b = 1e-10, theta = 1e-300 gave 0/0 = NaN; float32 already at b = theta = 1e-20)
-    # (|shift| / b as a quotient: its b-slope was nan or -inf for b below ~1e-154, as in eq34)
-    return _x_minus_log1p(scaled_divide(quotient(jnp.abs(shift), b), theta))
+    # (|shift| / b as a quotient: its b-slope was nan or -inf for b below ~1e-154, as in eq34;
+    # where it overflows, |shift| / (theta b) from _shift_ratios)
+    over, t, x = _shift_ratios(shift, b, theta)
+    return _x_minus_log1p(jnp.where(over, x, scaled_divide(t, theta)))
 
 
 # ---------------------------------------------------------------------------------------------

@@ -595,6 +595,33 @@ def test_eq34_eq35_scale_slopes_below_the_square_root_of_the_smallest_float():
             np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
 
 
+def test_eq34_eq35_where_shift_over_b_overflows():
+    # t = |shift|/b beyond the float range (b = 1e-300, shift = 1e10): the values were inf
+    # also where x = t/theta is finite (1e160; 1e200 at shift = 1e250, b = 1e-100), eq35's
+    # shift-slope 0 (its x - log(1 + x) was a constant at x = inf), forward-mode slopes nan
+    # (t db/b = inf * 0), theta- and b-slopes nan or -inf where finite. References: 40-digit
+    # mpmath of the printed forms (e^-t = 0) and their slopes, x = |shift|/(theta b),
+    # g = x/(1 + x)
+    args = [(1e10, 1e-300, 1e150), (1e250, 1e-100, 1e150), (1e10, 1e-300, 1.0)]
+    want = {"eq34": [], "eq35": []}
+    with mp.workdps(40):
+        for s, b, th in args:
+            s, b, th = mp.mpf(s), mp.mpf(b), mp.mpf(th)
+            x = s / (th * b)
+            g = x / (1 + x)
+            want["eq34"].append([mp.log(th) - 1 + x, 1 / (th * b), -x / b, (1 - x) / th])
+            want["eq35"].append([x - mp.log1p(x), g / (th * b), -g * x / b, -g * x / th])
+    big = mp.mpf(np.finfo(float).max)
+    for name, rows in want.items():
+        f = getattr(paper, name)
+        for (s, b, th), row in zip(args, rows, strict=True):
+            w = [float(v) if abs(v) <= big else math.copysign(np.inf, v) for v in row]
+            assert_close(float(f(s, b, th)), w[0], rtol=1e-15, atol=0)
+            for d in (jax.grad, jax.jacfwd):
+                got = [float(d(f, i)(s, b, th)) for i in range(3)]
+                assert_close(np.array(got), np.array(w[1:]), rtol=1e-15, atol=0)
+
+
 def test_x_minus_log1p_slopes_for_infinite_tangents():
     # x - log(1 + x)'s sum rule t - t/(1 + x) was inf - inf = nan in forward mode where the
     # tangent of x overflows: eq35's b-slope -(t/b) x/(1 + x) at b = 1e-300 and eq34's
