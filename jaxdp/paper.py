@@ -293,7 +293,9 @@ def _kl_scale_term(theta: jax.Array) -> jax.Array:
     near = x > -0.1
     xn = jnp.where(near, x, 0.0)
     tf = jnp.where(near | (theta == jnp.inf), 2.0, theta)  # (inf - inf: handled below)
-    far = (1 - tf) / tf + jnp.log(tf)
+    # (scaled: JAX's slope -1/theta - (1 - theta)/theta^2 was 0 + 0 beyond theta ~ 1e154, so
+    # eq34's theta-slope 0 there, where it is ~1/theta)
+    far = scaled_divide(1 - tf, tf) + jnp.log(tf)
     return jnp.where(near, _x_minus_log1p(xn), jnp.where(theta == jnp.inf, jnp.inf, far))
 
 
@@ -797,7 +799,9 @@ def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     # Where t overflows, s(e^-t - 1 + t) = x - 1/theta = x (1 - 1/t) is x in floating point
     # (and theta a stand-in 1 in the branch not taken: its zero cotangent times -u/theta^2
     # was nan for theta below ~1e-154)
-    shift_term = _expm1_minus_x(-t) / jnp.where(over, 1.0, theta)
+    # (a quotient: JAX's theta-slope -u/theta^2 was 0 * inf = nan at shift = 0 for theta
+    # below ~1e-154)
+    shift_term = quotient(_expm1_minus_x(-t), jnp.where(over, 1.0, theta))
     shift_term = jnp.where(theta == jnp.inf, 0.0, jnp.where(over, x, shift_term))
     return _kl_scale_term(theta) + shift_term
 

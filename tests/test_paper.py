@@ -595,6 +595,23 @@ def test_eq34_eq35_scale_slopes_below_the_square_root_of_the_smallest_float():
             np.testing.assert_allclose(got, want, rtol=1e-15, atol=0)
 
 
+def test_eq34_theta_slope_where_theta_squared_leaves_the_float_range():
+    # d/dtheta = 1/theta - (t + e^-t)/theta^2, t = |shift|/b: JAX's -1/theta -
+    # (1 - theta)/theta^2 of the first bracket was 0 beyond theta ~ 1e154 (the slope is
+    # ~1/theta: it was 0), and -u/theta^2 of the second 0 * inf = nan at shift = 0 for theta
+    # below ~1e-154 (the slope overflows: -inf)
+    args = [(1.0, 1.0, 1e200), (1.0, 1.0, 1e300), (0.0, 1.0, 1e-200), (1e10, 1e-300, 1e300)]
+    with mp.workdps(40):
+        want = []
+        for s, b, th in args:
+            t, th = mp.mpf(s) / mp.mpf(b), mp.mpf(th)
+            r = 1 / th - (t + mp.exp(-t)) / th**2
+            want.append(float(r) if abs(r) < 1e308 else -np.inf)
+    for d in (jax.grad, jax.jacfwd):
+        got = [float(d(paper.eq34, 2)(*a)) for a in args]
+        assert_close(np.array(got), np.array(want), rtol=1e-15, atol=0)
+
+
 def test_eq34_eq35_where_shift_over_b_overflows():
     # t = |shift|/b beyond the float range (b = 1e-300, shift = 1e10): the values were inf
     # also where x = t/theta is finite (1e160; 1e200 at shift = 1e250, b = 1e-100), eq35's
