@@ -657,8 +657,12 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     # for eps in the branch not taken (its zero cotangent times eps = inf made the
     # alpha-slope nan there, limit 0)
     zero = alpha == 0
-    x = jnp.where(zero, 0.0, alpha * jnp.where(zero, 1.0, eps))
-    return _x_tanh_half(x)
+    # eps = inf (alpha > 0): the leading term alpha eps (inf), whose second derivatives are
+    # the limits (mixed 1, else 0; eps times the slope of x tanh(x/2) at x = inf was nan)
+    inf = (eps == jnp.inf) & ~zero
+    x = jnp.where(zero, 0.0, alpha * jnp.where(zero | inf, 1.0, eps))
+    ei, ai = jnp.where(inf, eps, 1.0), jnp.where(inf, alpha, 1.0)
+    return jnp.where(inf, ai * ei, _x_tanh_half(x))
 
 
 @_checked(eps=_nonnegative)

@@ -394,6 +394,17 @@ def test_second_derivatives_at_infinity_are_the_limits():
             got = np.asarray(jax.jit(jax.vmap(second, (None, 0)))(np.inf, a))
             np.testing.assert_array_equal(got, want)
 
+    # eq56 = x tanh(x/2), x = alpha eps: at eps = inf (alpha > 0) the leading term alpha eps,
+    # second derivatives 0 (eps, eps), 1 mixed, 0 (alpha, alpha) (eps^2 x-slope' -> 0); the
+    # alpha ones were nan (eps times the slope of x tanh(x/2) at x = inf)
+    for d in (jax.grad, jax.jacfwd):
+
+        def second56(e, al, d=d):
+            return jnp.stack([d(d(paper.eq56, i), j)(e, al) for i in (0, 1) for j in (0, 1)])
+
+        got = np.asarray(jax.jit(jax.vmap(second56, (None, 0)))(np.inf, jnp.asarray([0.5, 1.0])))
+        np.testing.assert_array_equal(got, [[0.0, 1.0, 1.0, 0.0]] * 2)
+
 
 def test_kl_cuff_alpha_slope_at_alpha_one_and_eps_infinity():
     # fig2_kl_cuff = (1 - alpha) eq22(eps) is 0 at alpha = 1 also for eps = inf (the limit),
