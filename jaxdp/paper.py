@@ -655,8 +655,9 @@ def eq56(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     eps, alpha = _inexact(eps, alpha)
     # alpha = 0: 0 for every eps, so also at eps = inf (0 * inf was NaN); a finite stand-in
     # for eps in the branch not taken (its zero cotangent times eps = inf made the
-    # alpha-slope nan there, limit 0)
-    zero = alpha == 0
+    # alpha-slope nan there, limit 0). Only at eps = inf: for a finite eps alpha eps is 0
+    # itself, and the where cut its alpha-alpha second derivative eps^2 to 0
+    zero = (alpha == 0) & (eps == jnp.inf)
     # eps = inf (alpha > 0): the leading term alpha eps (inf), whose second derivatives are
     # the limits (mixed 1, else 0; eps times the slope of x tanh(x/2) at x = inf was nan)
     inf = (eps == jnp.inf) & ~zero

@@ -406,6 +406,15 @@ def test_second_derivatives_at_infinity_are_the_limits():
         np.testing.assert_array_equal(got, [[0.0, 1.0, 1.0, 0.0]] * 2)
 
 
+def test_eq56_second_alpha_derivative_at_alpha_zero():
+    # d^2/dalpha^2 of x tanh(x/2), x = alpha eps, at alpha = 0 is eps^2 (the slope of
+    # x tanh(x/2) is x + O(x^3)); it was 0 (a where giving 0 at alpha = 0 for every eps)
+    e = jnp.asarray([0.5, 2.0, 1e100])
+    for d in (jax.grad, jax.jacfwd):
+        got = np.asarray(jax.jit(jax.vmap(d(d(paper.eq56, 1), 1), (0, None)))(e, 0.0))
+        np.testing.assert_allclose(got, np.asarray(e) ** 2, rtol=1e-15, atol=0)
+
+
 def test_kl_cuff_alpha_slope_at_alpha_one_and_eps_infinity():
     # fig2_kl_cuff = (1 - alpha) eq22(eps) is 0 at alpha = 1 also for eps = inf (the limit),
     # but its alpha-slope there is -eq22(inf) = -inf and its eps-slope (1 - alpha) = 0: the
