@@ -538,16 +538,26 @@ def eq32(eps: ArrayLike, alpha: ArrayLike) -> jax.Array:
     the right-hand form subtracts two logs of size :math:`|\log\alpha|` (14 at ``alpha =
     1e-6``), which cost float32 1.2e-6 absolute next to the zero crossing at
     ``eps = 1/2``; this form cancels only :math:`-\log 2\varepsilon` against the
-    non-negative :math:`\log(\sinh v/v) \approx v^2/6`. Limits: ``eps = 0`` gives
-    ``+inf``, ``eps = inf`` or ``alpha = inf`` gives ``-inf``; ``eps = 0`` with ``alpha =
-    inf``, where the two limits disagree, gives ``nan``.
+    non-negative :math:`\log(\sinh v/v) \approx v^2/6`. For ``v > 1`` (finite alpha) the
+    printed right-hand form, whose second derivatives stay right for huge eps. Limits:
+    ``eps = 0`` gives ``+inf``, ``eps = inf`` or ``alpha = inf`` gives ``-inf``; ``eps = 0``
+    with ``alpha = inf``, where the two limits disagree, gives ``nan``.
 
     Args:
         eps: privacy parameter(s), ``>= 0``.
         alpha: real(s) > 0 (the paper uses ``(0, 1]``); broadcasts with ``eps``.
     """
     eps, alpha = _inexact(eps, alpha)
-    value = -(_LOG2 + jnp.log(eps)) - _log_sinhc(eps * alpha)
+    # v = eps alpha > 1 (alpha finite): log(alpha) - log(2 sinh v) as printed, through
+    # _log_2sinh_at (its leading term eps alpha at eps = inf): the form below took the
+    # alpha-curvature -1/alpha^2 of log(alpha) as eps^2 times that of -log(2v), 0 or nan
+    # once (eps alpha)^2 leaves the float range (eps = 1e300, alpha = 0.5: 0, not -4), and
+    # nan at eps = inf
+    large = (eps * alpha > 1) & (alpha < jnp.inf)
+    es, al = jnp.where(large, 1.0, eps), jnp.where(large, alpha, 2.0)
+    small_value = -(_LOG2 + jnp.log(es)) - _log_sinhc(es * jnp.where(large, 0.5, alpha))
+    el = jnp.where(large, eps, 1.0)
+    value = jnp.where(large, jnp.log(al) - _log_2sinh_at(el, al), small_value)
     return jnp.where(alpha > 0, value, jnp.nan)  # log(alpha) is undefined (NaN) for alpha <= 0
 
 

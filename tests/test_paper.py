@@ -406,6 +406,26 @@ def test_second_derivatives_at_infinity_are_the_limits():
         np.testing.assert_array_equal(got, [[0.0, 1.0, 1.0, 0.0]] * 2)
 
 
+def test_eq32_second_derivatives_for_large_and_infinite_eps():
+    # eq32 = log(alpha) - log(2 sinh(eps alpha)): second derivatives 0 (eps, eps), -1 + v
+    # csch^2 v -> -1 mixed, -1/alpha^2 + eps^2 csch^2 v -> -1/alpha^2 (alpha, alpha) for
+    # large v = eps alpha. The alpha-alpha one was 0 or nan from eps ~ 1e154 (eps^2 times the
+    # curvature 1/v^2 of log(2v)), the alpha ones nan at eps = inf
+    a = jnp.asarray([0.5, 3.0])
+    want = np.stack([0 * a, -1 + 0 * a, -1 + 0 * a, -1 / a**2], axis=-1)
+    for d in (jax.grad, jax.jacfwd):
+
+        def second(e, al, d=d):
+            return jnp.stack([d(d(paper.eq32, i), j)(e, al) for i in (0, 1) for j in (0, 1)])
+
+        got = np.asarray(
+            jax.jit(jax.vmap(jax.vmap(second, (None, 0)), (0, None)))(
+                jnp.asarray([1e300, np.inf]), a
+            )
+        )
+        np.testing.assert_allclose(got, np.stack([want, want]), rtol=1e-15, atol=0)
+
+
 def test_eq56_second_alpha_derivative_at_alpha_zero():
     # d^2/dalpha^2 of x tanh(x/2), x = alpha eps, at alpha = 0 is eps^2 (the slope of
     # x tanh(x/2) is x + O(x^3)); it was 0 (a where giving 0 at alpha = 0 for every eps)
