@@ -378,6 +378,22 @@ def test_alpha_slopes_at_infinity_are_minus_infinity_in_forward_mode():
         assert float(tangent) == -np.inf
 
 
+def test_eq30_eq31_mixed_second_derivative_for_small_eps():
+    # d^2/(deps dalpha) of -log(2 sinh(u)), u = eps (1 + alpha), is -(coth u - u csch^2 u)
+    # ~ -2u/3: through u it was the difference of two terms ~1/u (eps = 1e-10: 3.6e-7 or 0
+    # for -6.7e-11); 50-digit mpmath
+    e, a = np.array([1e-10, 1e-10, 1e-4, 0.3]), np.array([0.0, 0.5, 0.5, 2.0])
+    with mp.workdps(50):
+        want = []
+        for x, y in zip(e, a, strict=True):
+            u = mp.mpf(x) * (1 + mp.mpf(y))
+            want.append(float(-(mp.coth(u) - u / mp.sinh(u) ** 2)))
+    for f in (paper.eq30, paper.eq31):
+        for d in (jax.grad, jax.jacfwd):
+            got = np.asarray(jax.jit(jax.vmap(d(d(f, 0), 1)))(e, a))
+            np.testing.assert_allclose(got, want, rtol=1e-14, atol=0)
+
+
 def test_second_derivatives_at_infinity_are_the_limits():
     # with u = eps (1 + alpha), log(2 sinh u)'s second derivatives are (1 + alpha)^2 csch^2 u
     # -> 0 (eps, eps), coth u - u csch^2 u -> 1 (eps, alpha) and eps^2 csch^2 u -> 0
