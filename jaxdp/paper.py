@@ -265,10 +265,26 @@ def _x_minus_log1p(x: jax.Array) -> jax.Array:
 @_x_minus_log1p.defjvp
 def _x_minus_log1p_jvp(primals, tangents):
     (x,), (t,) = primals, tangents
+    return _x_minus_log1p(x), t * _x_over_1px(x)
+
+
+@jax.custom_jvp
+def _x_over_1px(x: jax.Array) -> jax.Array:
+    """``x/(1 + x)`` (``1 - 1/(1 + x)`` above 1; 1 at ``x = inf``), with the slope
+    ``1/(1 + x)^2`` as one factor: the quotient rule's ``t/(1 + x) - x t/(1 + x)^2`` was
+    ``inf - inf`` for an overflowed tangent (``eq35``'s second b-derivative at ``b =
+    1e-200``, whose limit is ``inf``)."""
     above = x > 1
     xs, xl = jnp.where(above, 0.0, x), jnp.where(above, x, 2.0)
-    slope = jnp.where(above, 1 - 1 / (1 + xl), xs / (1 + xs))
-    return _x_minus_log1p(x), t * slope
+    return jnp.where(above, 1 - 1 / (1 + xl), xs / (1 + xs))
+
+
+@_x_over_1px.defjvp
+def _x_over_1px_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    r = 1 / (1 + x)
+    # (0 at x = inf, the limit, also for an infinite tangent: as before, not nan)
+    return _x_over_1px(x), jnp.where(x == jnp.inf, 0.0, t * (r * r))
 
 
 def _log_sinhc(v: jax.Array) -> jax.Array:

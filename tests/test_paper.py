@@ -702,6 +702,10 @@ def test_x_minus_log1p_slopes_for_infinite_tangents():
     for d in (jax.grad, jax.jacfwd):
         assert float(d(paper.eq35, 1)(1.0, 1e-300, 1.0)) == -np.inf
         assert float(d(paper.eq34, 2)(1.0, 1.0, 1e-200)) == -np.inf
+    # and its slope x/(1 + x) by the quotient rule was inf - inf = nan in second derivatives
+    # (eq35 at shift = 0.3, b = 1e-200, theta = 1e200, x = 0.3: the b-column overflows)
+    h = jax.hessian(paper.eq35, (0, 1, 2))(0.3, 1e-200, 1e200)
+    assert [float(h[i][1]) for i in range(3)] == [-np.inf, np.inf, np.inf]
 
 
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
