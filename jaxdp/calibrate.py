@@ -97,8 +97,14 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
   budget is ``nan`` off the diagonal in that row (a zero tangent times an infinite slope);
   ``jax.grad`` of a sum is not affected.
 * Chernoff information and KL are unbounded for all four built-in families (they tend to
-  :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable;
-  ``budget = inf`` gives scale 0 / :math:`\varepsilon = \infty`.
+  :math:`+\infty` as the noise vanishes), so every finite positive budget is reachable
+  (Gaussian Chernoff information up to the largest float: above ~4.5e307, float32
+  ~8.5e37, the engine's constant :math:`4C` overflows, and :math:`C` is evaluated as 16
+  times that of a quarter of the sensitivity); ``budget = inf`` gives scale 0 /
+  :math:`\varepsilon = \infty`. Above half the largest float (Gaussian budgets only:
+  other parameters are beyond the range there) the metric's slope :math:`2C` overflows and
+  the derivatives come back 0 (:math:`d\sigma/dc` is below the float range there,
+  :math:`d\sigma/d\Delta = \sigma/\Delta` is not).
 * A built-in's parameter beyond the float range (Laplace, budget 1e-300, sensitivity
   1e300: scale ~3.5e449) is the limit: scale ``inf`` / :math:`\varepsilon = 0` with
   ``achieved = 0`` and ``converged = True`` (no information meets the budget; dp/dc is
@@ -280,11 +286,20 @@ def _metric_engine(spec: _Spec, metric: str, n: int, p, s):
         if metric == "kl":
             return n * max_kl_eps_dp(p)
         return max_tv_eps_dp(p, 1)
+    big = None
+    if spec.name == "gaussian" and metric == "chernoff":
+        # The kernel's constant (Delta/sigma)^2/2 is 4x one release's information: it
+        # overflowed for budgets above ~4.5e307 (float32 ~8.5e37), which were unreachable
+        # (scale 0, achieved inf). The information is exactly quadratic in the strength, so
+        # there it is 16 times that of a quarter of the sensitivity (powers of two: exact)
+        big = sp.quotient(s, p) > math.sqrt(float(jnp.finfo(p.dtype).max)) / 4.0
+        s = jnp.where(big, 0.25 * s, s)
     P, Q = spec.pair(p, s)
     if n > 1:  # exact composition: the engine's Product (same alpha for every factor)
         P, Q = Product.iid(P, n), Product.iid(Q, n)
     if metric == "chernoff":
-        return chernoff(P, Q).information
+        information = chernoff(P, Q).information
+        return information if big is None else jnp.where(big, 16.0 * information, information)
     if metric == "kl":
         return jnp.maximum(kl(P, Q), kl(Q, P))
     return tv(P, Q)
@@ -379,7 +394,10 @@ def _guess(spec: _Spec, metric: str, n: int, c, s):
         small = c < 16.0 * n * float(jnp.finfo(c.dtype).tiny) if n > 1 else False
         c1 = jnp.where(small, 1.0, c1)
         if name == "gaussian":
-            theta = jnp.sqrt((8.0 if metric == "chernoff" else 2.0) * c1)
+            k8 = 8.0 if metric == "chernoff" else 2.0
+            # (k8 c1 overflowed for c1 above max/k8: sigma 0, taken for beyond the range)
+            big = c1 > float(jnp.finfo(c1.dtype).max) / k8
+            theta = jnp.where(big, math.sqrt(k8) * jnp.sqrt(c1), jnp.sqrt(k8 * c1))
         elif name == "randomized_response" and metric == "chernoff":
             # log cosh(theta/2) = c  <=>  theta = 2 (c + log(1 + sqrt(1 - e^{-2c})))
             theta = 2.0 * (c1 + jnp.log1p(jnp.sqrt(-jnp.expm1(-2.0 * c1))))

@@ -999,6 +999,14 @@ def test_gaussian_budgets_whose_sigma_squared_is_subnormal():
     # (the documented accuracy: 1e-4 sqrt(u) + 6u |log sigma|, here 2e-12; measured 2.6e-13)
     np.testing.assert_allclose(np.asarray(r.parameter), 1 / np.sqrt(8 * budgets), rtol=2e-12)
     assert np.all(np.asarray(r.achieved) <= budgets)
+    # above ~4.5e307 the kernel's constant (Delta/sigma)^2/2 = 4 C overflowed, and from
+    # ~2.2e307 the guess's 8 c: sigma 0 with achieved inf, converged=False (QA pass)
+    budgets = np.array([3e307, 1e308, 1.7976931348623157e308])  # (same shape: no compile)
+    r = calibrate("gaussian", budgets)
+    assert np.asarray(r.converged).all()
+    ref = 1 / (np.sqrt(8) * np.sqrt(budgets))
+    np.testing.assert_allclose(np.asarray(r.parameter), ref, rtol=2e-12)
+    assert np.all(np.asarray(r.achieved) <= budgets)
     s = 1.2e-154
     c = jd.chernoff(*mechanisms.gaussian(1.0, sigma=s)).information
     np.testing.assert_allclose(float(c), 1 / (8 * s) / s, rtol=1e-14)
