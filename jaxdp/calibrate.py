@@ -81,7 +81,16 @@ budget and sensitivity mixed; 3-fold randomized response for ``c/n <= 3.3``). Th
 :math:`x = \log p`, where :math:`d^2p/dc^2 = p\,(x_c^2 + x_{cc})`; where :math:`p` is nearly
 linear in :math:`c` the two terms cancel and the relative error grows as the true value
 shrinks (3-fold randomized response, ad hoc: 9e-12 relative at :math:`c/n = 6.7`, 4.6e-9 at
-:math:`c/n = 10`, where :math:`d^2\varepsilon/dc^2 = -4.6\cdot 10^{-10}`).
+:math:`c/n = 10`, where :math:`d^2\varepsilon/dc^2 = -4.6\cdot 10^{-10}`). Budgets down to
+the smallest normal (``jax.hessian`` and ``jacfwd(jacfwd)``, ad hoc against the small-budget
+closed forms :math:`b = \Delta/\sqrt{8c}`, :math:`\varepsilon = \sqrt{8c}`): the second
+derivatives overflow to the right infinities (Laplace, Gaussian: :math:`d^2b/dc^2 = +\infty`
+below ~1e-123, :math:`d^2b/dc\,d\Delta` finite to ~1e-206, then :math:`-\infty`;
+randomized response :math:`d^2\varepsilon/dc^2` finite to ~1e-205), :math:`d^2b/d\Delta^2`
+is 0 to ~1e-16 of :math:`b/\Delta^2` down to ~1e-307 (below, within ~2x of the smallest
+normal, the engine's terms of the order of the metric are subnormal and it is
+:math:`O(b/\Delta^2)`); the geometric mechanism's are ``nan`` below ~1e-210, where its
+engine's own :math:`\varepsilon`-derivatives fail (:math:`\varepsilon` ~1e-105).
 
 Unreachable budgets (documented limits, never an exception under ``jit``):
 
@@ -137,6 +146,7 @@ from jax import lax
 from jaxdp import _checks, _jit
 from jaxdp import _special as sp
 from jaxdp import mechanisms as _mech
+from jaxdp._quotient import scaled_divide
 from jaxdp.chernoff import chernoff
 from jaxdp.conversions import _unflushed
 from jaxdp.distributions import Product, _check_mechanism_output
@@ -584,8 +594,11 @@ def _implicit(spec, metric, n, limits, budget, s, p, achieved, slope):
     ``limits``: give budget 0 its one-sided :math:`dp/dc` (:func:`_limit_slope`, often
     infinite). Off in the rule's own call: its masked uses of ``p`` send zero cotangents,
     which an infinite slope turned into ``nan`` second derivatives at budget 0 (they are 0).
+
+    Also returns :math:`x = \log p`, whose tangent is :math:`dx` itself (the rule's second
+    derivatives read it: :math:`dp/p` was ``inf`` where :math:`dp` overflowed).
     """
-    return p, achieved
+    return p, achieved, jnp.log(p)
 
 
 def _metric_at(spec, metric, n, x, s, shape):
@@ -611,11 +624,43 @@ def _slope_jvp(spec, metric, n, primals, tangents):
             lambda x: _metric_at(spec, metric, n, x, s, x.shape), (x,), (jnp.ones_like(x),)
         )[1]
 
-    d_slope = jax.jvp(dm_dx, (x, s), (dx, ds))[1]
+    # as coefficients times dx and ds: the engine's jvp along dx at p = e^x formed p dx,
+    # which overflowed (budget 1e-250: dx ~ 5e249, p ~ 3.5e124) where dslope is ordinary
+    one = jnp.ones_like(x)
+    d_slope = jax.jvp(lambda x: dm_dx(x, s), (x,), (one,))[1] * dx
+    if not isinstance(tangents[1], zero):
+        d_slope = d_slope + jax.jvp(lambda s: dm_dx(x, s), (s,), (jnp.ones_like(s),))[1] * ds
     return _slope(spec, metric, n, x, s, slope), d_slope
 
 
 _slope.defjvp(_slope_jvp, symbolic_zeros=True)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
+def _dm_ds(spec, metric, n, x, s, sc):
+    r""":math:`\partial m/\partial\Delta` at ``(x, s)``, whose JVP is formed, as
+    :func:`_slope`'s, from coefficients times ``dx`` and ``ds`` (the engine's jvp along ``dx``
+    formed :math:`p\,dx`, which overflows where ``dx`` is ordinary), times ``sc``."""
+    return _dm_ds_plain(spec, metric, n, x, s, sc)
+
+
+def _dm_ds_plain(spec, metric, n, x, s, sc):
+    return jax.jvp(
+        lambda s: _metric_at(spec, metric, n, x, s, x.shape), (s,), (sc * jnp.ones_like(s),)
+    )[1]
+
+
+@_dm_ds.defjvp
+def _dm_ds_jvp(spec, metric, n, primals, tangents):
+    x, s, sc = primals
+    dx, ds = tangents[0], tangents[1]
+
+    def f(x, s):
+        return _dm_ds_plain(spec, metric, n, x, s, sc)
+
+    d = jax.jvp(lambda x: f(x, s), (x,), (jnp.ones_like(x),))[1] * dx
+    d = d + jax.jvp(lambda s: f(x, s), (s,), (jnp.ones_like(s),))[1] * ds
+    return _dm_ds(spec, metric, n, x, s, sc), d
 
 
 def _implicit_jvp(spec, metric, n, limits, primals, tangents):
@@ -625,22 +670,37 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     # (the limit slopes below are infinite: times a zero db they gave a nan dp/ds at budget 0)
     limits = limits and not isinstance(db, zero)
     db = jnp.zeros_like(budget) if isinstance(db, zero) else db
-    p, achieved = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
+    p, achieved, x = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
     ok = jnp.isfinite(slope) & (slope != 0)
-    x = jnp.log(jnp.where(ok, p, 1.0))
+    x = jnp.where(ok, x, 0.0)
+    p_ok = jnp.where(ok, p, 1.0)
     safe = _slope(spec, metric, n, x, s, jnp.where(ok, slope, 1.0))
-    if isinstance(ds, zero):
-        dm_s = jnp.zeros_like(budget)
-    else:
-        # (dm/ds) ds / slope as the metric's derivative along ds / slope: reverse mode, which
-        # transposes this, then divides by the slope after the engine's dm/ds, not before:
-        # p / slope overflowed (budget 1e-300: d scale/d sensitivity nan or inf for p/s ~
-        # 3.5e149) or underflowed (1e300: 0 for 5e-301)
-        dm_s = jax.jvp(
-            lambda s: _metric_at(spec, metric, n, x, s, budget.shape), (s,), (ds / safe,)
-        )[1]
-    dx = jnp.where(ok, db / safe - dm_s, 0.0)
-    dp = jnp.where(ok, p, 0.0) * dx
+    # dx = x_c db + x_s ds and dp = p dx, with p dx/dc = e_c m_c and p dx/ds = e_s m_s, e a
+    # power of two and m in [1, 2) (_split): their derivatives are m's, from rules that form
+    # the sums of the second derivatives before the product with p (the second derivatives
+    # were nan at budgets below ~1e-154, where p (x_c^2 + x_cc) is a sum of overflowed terms
+    # of opposite signs, or p times cancelling rounding noise of ~1e284 (d^2 scale/dc ds)
+    # beside an infinite term; dividing by the slope twice underflowed slope^2). The tangent
+    # stays inside the products (e (m db)): a zero tangent times an infinite coefficient
+    # would make batched Jacobians nan off the diagonal
+    x_c = sp.quotient(1.0, safe)
+    e_c, f_c, m_c = _split(p_ok, x, safe, True)
+    dx = x_c * db
+    dp = e_c * (f_c * (m_c * db))
+    if not isinstance(ds, zero):
+        # dm/ds from the engine, then divided by the slope: p / slope overflowed (budget
+        # 1e-300: d scale/d sensitivity nan or inf for p/s ~ 3.5e149) or underflowed (1e300:
+        # 0 for 5e-301)
+        # (along a tangent of ~1/slope, a power of two: along 1 its intermediates are
+        # subnormal at budgets ~3e-308, flushed: d scale/d sensitivity 0 for 4e153)
+        sc = lax.stop_gradient(sp.inverse_power_of_two(safe))
+        dm_s = _dm_ds(spec, metric, n, x, s, sc)
+        x_s = -sp.quotient(dm_s, safe * sc)
+        e_s, f_s, m_s = _split(p_ok, x, x_s, False)
+        dx = dx + x_s * ds
+        dp = dp + e_s * (f_s * (m_s * ds))
+    dx = jnp.where(ok, dx, 0.0)
+    dp = jnp.where(ok, dp, 0.0)
     # Budget 0 (the no-release limit, subnormals too) has no slope from the solver: dp/dc
     # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf
     # for every s there, and an epsilon 0.)
@@ -656,7 +716,62 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
             dp = dp + jnp.where(beyond, jnp.inf, 0.0) * ds
     if limits:
         dp = dp + jnp.where(no_release, _limit_slope(spec, metric, n, p), 0.0) * db
-    return (p, achieved), (dp, d_achieved)
+    return (p, achieved, jnp.log(p)), (dp, d_achieved, dx)
+
+
+_BIAS = {8: 1023, 4: 127}  # the exponent bias by item size
+
+
+def _exponent(v):
+    """``floor(log2 |v|)`` of a normal ``v`` as an integer (from the bits; not differentiated)."""
+    finfo = jnp.finfo(v.dtype)
+    bias = 2 ** (finfo.nexp - 1) - 1
+    uint = jnp.uint64 if v.dtype.itemsize == 8 else jnp.uint32
+    bits = lax.bitcast_convert_type(lax.stop_gradient(v), uint)
+    return ((bits >> finfo.nmant) & (2**finfo.nexp - 1)).astype(jnp.int32) - bias
+
+
+def _pow2(k, dtype):
+    """``2**k`` for integers ``k`` in the normal range (exact, from the bits)."""
+    finfo = jnp.finfo(dtype)
+    bias = 2 ** (finfo.nexp - 1) - 1
+    uint = jnp.uint64 if jnp.dtype(dtype).itemsize == 8 else jnp.uint32
+    k = jnp.clip(k, 1 - bias, bias)
+    return lax.bitcast_convert_type((k + bias).astype(uint) << finfo.nmant, dtype)
+
+
+@functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
+def _split(p, x, y, rate):
+    r"""``(e, m)``: :math:`p/y` (``rate``) or :math:`p y` as :math:`e\,m`, ``e`` a power of
+    two (no derivative) and ``m`` in [1, 2) (larger where the product leaves the float range),
+    so that neither overflows. ``m``'s derivative is the product's over ``e``, with the sum
+    formed first: :math:`m\,(\dot x - \dot y/y)` for :math:`p/y` (:math:`\dot x - \dot y/y`
+    is of the order of :math:`1/c`, where :math:`x_c^2` and :math:`x_{cc}` overflow),
+    :math:`(p/e)(y\dot x + \dot y)` for :math:`p y` (``x = log p``: :math:`\dot p/p` overflows
+    with :math:`\dot p`)."""
+    ep, ey = _exponent(p), _exponent(y)
+    k = ep - ey if rate else ep + ey
+    bias = _BIAS[p.dtype.itemsize]
+    k1 = jnp.clip(k, 1 - bias, bias)
+    k2 = jnp.clip(k - k1, 1 - bias, bias)
+    mp_, my = p * _pow2(-ep, p.dtype), y * _pow2(-ey, p.dtype)  # mantissas in [1, 2)
+    m = (mp_ / my if rate else mp_ * my) * _pow2(k - k1 - k2, p.dtype)
+    e1, e2 = _pow2(k1, p.dtype), _pow2(k2, p.dtype)
+    return lax.stop_gradient(e1), lax.stop_gradient(e2), m
+
+
+@_split.defjvp
+def _split_jvp(rate, primals, tangents):
+    p, x, y = primals
+    _, dx, dy = tangents
+    e1, e2, m = _split(p, x, y, rate)
+    if rate:
+        dm = m * (dx - scaled_divide(dy, y))
+    else:  # p / e = the mantissa of p times 2^(ep - k) (p 2^-k overflows for y ~ 0)
+        ep = _exponent(p)
+        k = jnp.clip(ep + _exponent(y), 1 - _BIAS[p.dtype.itemsize], _BIAS[p.dtype.itemsize])
+        dm = ((p * _pow2(-ep, p.dtype)) * _pow2(ep - k, p.dtype)) * (y * dx + dy)
+    return (e1, e2, m), (jnp.zeros_like(e1), jnp.zeros_like(e2), dm)
 
 
 def _limit_slope(spec, metric, n, p):
@@ -704,7 +819,7 @@ def _calibrate_jit(spec, metric, n, max_steps, budget, s):
     budget = jnp.broadcast_to(budget, shape)
     s = jnp.broadcast_to(s, shape)
     res, slope = _solve(spec, metric, n, max_steps, lax.stop_gradient(budget), lax.stop_gradient(s))
-    p, achieved = _implicit(spec, metric, n, True, budget, s, res.parameter, res.achieved, slope)
+    p, achieved, _ = _implicit(spec, metric, n, True, budget, s, res.parameter, res.achieved, slope)
     # Traced, the eager checks are skipped: an invalid budget or sensitivity gives nan, also
     # in the derivatives (a mask, not a where: the implicit-function rule gave them as 0). A
     # bad sensitivity gave plausible numbers (-1: scale inf at budget 0 with converged=True;

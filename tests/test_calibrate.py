@@ -510,6 +510,25 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     errs = [rel_err(g, r) for g, r in zip(got, ref, strict=True)]
     assert max(errs) < 1e-12, errs
 
+    # Budgets below ~1e-154 (same shapes: no compile): p (x_c^2 + x_cc) was a sum of
+    # overflowed terms, or p times rounding noise ~1e284 beside an infinite term, and the
+    # slope squared underflowed: nan where d^2 b/dc^2 is inf and d^2 b/dc ds finite (QA
+    # pass). Small-budget closed form of Laplace KL: b = s / sqrt(2c) (to ~1e-100 relative)
+    def d2(c, t1, t2):
+        def df(c, s):
+            return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
+
+        return np.asarray(jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1])
+
+    c = np.array([1e-200, 1e-300, 1e-307])
+    p = s / np.sqrt(2.0 * c)
+    np.testing.assert_array_equal(d2(jnp.asarray(c), (1.0, 0.0), (1.0, 0.0)), np.inf)
+    with np.errstate(over="ignore"):
+        pcs = -0.5 / np.sqrt(2.0) * c**-1.5  # (d b/dc / s: -3.5e299, then -inf)
+    np.testing.assert_allclose(d2(jnp.asarray(c), (1.0, 0.0), (0.0, 1.0)), pcs, rtol=1e-13)
+    pss = d2(jnp.asarray(c), (0.0, 1.0), (0.0, 1.0))  # 0: b is linear in s
+    assert np.all(np.abs(pss) <= 1e-14 * p / s**2), pss
+
 
 def test_second_derivatives_of_randomized_response_closed_form():
     # C of n binary randomized responses = n log cosh(eps/2): eps(c) = 2 acosh(e^(c/n)).
