@@ -377,7 +377,11 @@ def _invert_closed_form(name: str, metric: str, log_c, s, steps: int = 12):
     """Solve ``closed_form(theta) = c`` by Newton in log-log from the asymptote's root,
     given ``log c`` (budgets whose square or fourth power underflows stay representable)."""
     big_k, k = _ASYMPTOTE[metric]
-    y0 = (log_c - math.log(big_k)) / k
+    # also at least log c: the built-ins are eps-DP in theta, so m <= theta (KL <= eps), and
+    # from budgets ~e^16 on the asymptote's root is far below (Laplace Chernoff 1e307: 12
+    # capped steps ended at theta ~1e237 for 2e307; from ~2.2e307, where the scale is
+    # subnormal, the solver then stepped into it: achieved nan, not the documented limit)
+    y0 = jnp.maximum((log_c - math.log(big_k)) / k, log_c)  # (metric: chernoff or kl)
 
     def f(y):
         return jnp.log(_closed_form(name, metric, jnp.exp(y), s))

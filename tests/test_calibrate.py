@@ -1104,6 +1104,14 @@ def test_parameters_beyond_the_float_range_are_the_limits():
     np.testing.assert_array_equal(np.asarray(r.parameter)[:2], [np.inf, 0.0])
     np.testing.assert_array_equal(np.asarray(r.achieved)[:2], [0.0, np.inf])
     np.testing.assert_array_equal(np.asarray(r.converged), [True, False, True])
+    # scales ~1/(2c) below the smallest normal from ~2.2e307: the guess, 12 capped steps up
+    # from the small-strength asymptote's root, fell short, and the solver stepped into
+    # them: achieved nan (QA pass). Same shapes: no compile
+    r = calibrate("laplace", jnp.asarray([4e307, 1.7e308, 1e307]), sensitivity=jnp.ones(3))
+    np.testing.assert_array_equal(np.asarray(r.parameter)[:2], 0.0)
+    np.testing.assert_array_equal(np.asarray(r.achieved)[:2], np.inf)
+    np.testing.assert_array_equal(np.asarray(r.converged), [False, False, True])
+    np.testing.assert_allclose(float(r.parameter[2]), 5e-308, rtol=1e-12)
 
     def scale(s):
         return calibrate("laplace", budgets, sensitivity=s).parameter
