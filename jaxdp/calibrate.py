@@ -723,13 +723,14 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     return (p, achieved, jnp.log(p)), (dp, d_achieved, dx)
 
 
-_BIAS = {8: 1023, 4: 127}  # the exponent bias by item size
+def _bias(dtype) -> int:
+    """The exponent bias of a float dtype (1023, 127)."""
+    return 2 ** (jnp.finfo(dtype).nexp - 1) - 1
 
 
 def _exponent(v):
     """``floor(log2 |v|)`` of a normal ``v`` as an integer (from the bits; not differentiated)."""
-    finfo = jnp.finfo(v.dtype)
-    bias = 2 ** (finfo.nexp - 1) - 1
+    finfo, bias = jnp.finfo(v.dtype), _bias(v.dtype)
     uint = jnp.uint64 if v.dtype.itemsize == 8 else jnp.uint32
     bits = lax.bitcast_convert_type(lax.stop_gradient(v), uint)
     return ((bits >> finfo.nmant) & (2**finfo.nexp - 1)).astype(jnp.int32) - bias
@@ -737,8 +738,7 @@ def _exponent(v):
 
 def _pow2(k, dtype):
     """``2**k`` for integers ``k`` in the normal range (exact, from the bits)."""
-    finfo = jnp.finfo(dtype)
-    bias = 2 ** (finfo.nexp - 1) - 1
+    finfo, bias = jnp.finfo(dtype), _bias(dtype)
     uint = jnp.uint64 if jnp.dtype(dtype).itemsize == 8 else jnp.uint32
     k = jnp.clip(k, 1 - bias, bias)
     return lax.bitcast_convert_type((k + bias).astype(uint) << finfo.nmant, dtype)
@@ -755,7 +755,7 @@ def _split(p, x, y, rate):
     with :math:`\dot p`)."""
     ep, ey = _exponent(p), _exponent(y)
     k = ep - ey if rate else ep + ey
-    bias = _BIAS[p.dtype.itemsize]
+    bias = _bias(p.dtype)
     k1 = jnp.clip(k, 1 - bias, bias)
     k2 = jnp.clip(k - k1, 1 - bias, bias)
     mp_, my = p * _pow2(-ep, p.dtype), y * _pow2(-ey, p.dtype)  # mantissas in [1, 2)
@@ -773,7 +773,8 @@ def _split_jvp(rate, primals, tangents):
         dm = m * (dx - scaled_divide(dy, y))
     else:  # p / e = the mantissa of p times 2^(ep - k) (p 2^-k overflows for y ~ 0)
         ep = _exponent(p)
-        k = jnp.clip(ep + _exponent(y), 1 - _BIAS[p.dtype.itemsize], _BIAS[p.dtype.itemsize])
+        bias = _bias(p.dtype)
+        k = jnp.clip(ep + _exponent(y), 1 - bias, bias)
         dm = ((p * _pow2(-ep, p.dtype)) * _pow2(ep - k, p.dtype)) * (y * dx + dy)
     return (e1, e2, m), (jnp.zeros_like(e1), jnp.zeros_like(e2), dm)
 

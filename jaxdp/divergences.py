@@ -81,9 +81,7 @@ def _standardize_in_range(P, Q):
     raw = ~(jnp.isfinite(Qs.loc) & (Qs.scale >= 0.5) & (Qs.scale <= 4.0))
 
     def pick(d, ds):
-        leaves = jax.tree_util.tree_leaves(d), jax.tree_util.tree_leaves(ds)
-        picked = [jnp.where(raw, x, y) for x, y in zip(*leaves, strict=True)]
-        return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(d), picked)
+        return jax.tree.map(lambda x, y: jnp.where(raw, x, y), d, ds)
 
     return pick(P, Ps), pick(Q, Qs)
 
