@@ -503,6 +503,30 @@ def test_laplace_kl_where_the_standardized_pair_leaves_the_float_range():
             np.testing.assert_allclose(float(fwd[k][i]), float(want[k]), rtol=1e-15)
 
 
+def test_laplace_forward_mode_slopes_of_pairs_standardized_by_1e200():
+    # Laplace(0, 1e200) vs Laplace(5e292, 1e293), and the mirror image: in forward mode, the
+    # tangent of (1 - a)/b2 (b2 ~1e93 once standardized, its tangent ~1e-200) underflowed
+    # before the product with Delta ~1e92, so d/db2 of log C_1/2 was 1e-293 for 5e-294 (in
+    # Rényi, Bhattacharyya and the Chernoff information; reverse mode was right). The slope
+    # in the narrower scale of each pair, against 60-digit central differences (steps 1e-25
+    # of the scale) of the closed form
+    rows = [(0.0, 1e200, 5e292, 1e293), (5e292, 1e293, 0.0, 1e200)]
+    args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
+    tangents = [jnp.zeros(2), jnp.asarray([0.0, 1.0]), jnp.zeros(2), jnp.asarray([1.0, 0.0])]
+    bc = lambda m1, b1, m2, b2: jd.bhattacharyya(jd.Laplace(m1, b1), jd.Laplace(m2, b2))  # noqa: E731
+    got = jax.jvp(bc, args, tangents)[1]
+    for i, k in enumerate((3, 1)):
+        with mp.workdps(60):
+
+            def g(t, i=i, k=k):
+                r = list(map(mp.mpf, rows[i]))
+                r[k] = t
+                return -mp_refs.lap_log_bc_cf(*r, mp.mpf(0.5))
+
+            want = float(mp.diff(g, mp.mpf(rows[i][k]), h=mp.mpf(1e-25) * rows[i][k]))
+        np.testing.assert_allclose(float(got[i]), want, rtol=1e-14)
+
+
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
     # 1 - TV < 1e-300 (a point mass against a flat density): TV was 0, the standardized
     # wider scale having overflowed (or the narrower flushed), and its gradient nan
