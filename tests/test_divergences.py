@@ -527,6 +527,40 @@ def test_laplace_forward_mode_slopes_of_pairs_standardized_by_1e200():
         np.testing.assert_allclose(float(got[i]), want, rtol=1e-14)
 
 
+def test_laplace_renyi_where_the_offset_over_the_narrower_q_overflows():
+    # Q ~1e309 and ~1e310 of its own scale from P (Delta/b2 leaves the float range, Delta/b1
+    # does not): Rényi, Bhattacharyya and Hellinger were nan (1 - psi(d) = inf/inf at
+    # d = |l1 - l2| = inf). Order 2 diverges there (2/b1 < 1/b2): inf, gradient 0
+    rows = [(0.0, 1.0, 1e304, 1e-5), (0.0, 1.0, 1e10, 1e-300)]
+    args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
+
+    def lap(f):
+        return lambda m1, b1, m2, b2: f(jd.Laplace(m1, b1), jd.Laplace(m2, b2))
+
+    bc = lap(jd.bhattacharyya)
+    value = bc(*args)
+    np.testing.assert_array_equal(sp.one_minus_exp(value), 1.0)  # Hellinger^2
+    orders = lap(lambda P, Q: jd.renyi(P, Q, jnp.asarray([[0.1], [2.0]])))(*args)
+    np.testing.assert_array_equal(orders[1], np.inf)
+    grads = jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*args)  # elementwise
+    for i, row in enumerate(rows):
+        tenth = mp.mpf("0.1")
+        want = -mp_refs.lap_log_bc_cf(*row, tenth) / (1 - tenth)
+        np.testing.assert_allclose(float(orders[0, i]), float(want), rtol=1e-15)
+        want = -mp_refs.lap_log_bc_cf(*row, mp.mpf(0.5))
+        np.testing.assert_allclose(float(value[i]), float(want), rtol=1e-15)
+        with mp.workdps(60):
+            # -log C_1/2 = log(2 b1)/2 + log(2 b2)/2 + l1 D - log(2 l2) + log(l2^2 - l1^2),
+            # l_i = 1/(2 b_i), to e^(-(l2 - l1) D) ~ e^(-1e309) (the pieces' closed form)
+            m1, b1, m2, b2 = map(mp.mpf, row)
+            l1, l2 = 1 / (2 * b1), 1 / (2 * b2)
+            den = l2**2 - l1**2
+            want = [-l1, l1 - (m2 - m1) / (2 * b1**2) - 2 * l1**2 / (b1 * den), l1]
+            want.append(1 / (2 * b2) + 1 / b2 - 2 * l2**2 / (b2 * den))
+        for k in range(4):  # d/db2 was -49999.00001 for -50000.00002 with x psi(d) = 0
+            np.testing.assert_allclose(float(grads[k][i]), float(want[k]), rtol=1e-15)
+
+
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
     # 1 - TV < 1e-300 (a point mass against a flat density): TV was 0, the standardized
     # wider scale having overflowed (or the narrower flushed), and its gradient nan

@@ -34,7 +34,8 @@ THIRD_DERIVATIVE = True
 
 
 def _shift_args(P, Q, a):
-    r""":math:`\rho`, :math:`x` and :math:`\psi(d)`, :math:`1 - \psi(d)` (module docstring)."""
+    r""":math:`\rho`, :math:`x`, :math:`x\psi(d)` and :math:`x(1 - \psi(d))` (module
+    docstring)."""
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
     # quotients whose derivatives do not square the scales (sp.quotient): parameter
@@ -55,30 +56,49 @@ def _shift_args(P, Q, a):
     # symmetric optimum of equal-scale pairs sits); min/abs would drop a term there.
     left = l1 <= l2
     x = jnp.where(left, l1, l2)
-    diff = sp.quotient((1.0 - a) * b1 - a * b2, b1 * b2) * delta  # l2 - l1
+    num = (1.0 - a) * b1 - a * b2
+    diff = sp.quotient(num, b1 * b2) * delta  # l2 - l1
     d = jnp.where(left, diff, -diff)
-    return sp.log_ratio(b2, b1), x, sp.psi(d), sp.one_minus_psi(d)
+    # d beyond the float range (an offset beyond ~1e308 of the narrower scale; they were
+    # nan, one_minus_psi(inf) = inf/inf: Rényi, Bhattacharyya, Hellinger of Laplace(0, 1) vs
+    # Laplace(1e304, 1e-5)): e^-d = 0, so x psi(d) = x/d, the ratio of the rates
+    # min(l1, l2)/|l1 - l2| in which Delta cancels (a b2/num or (1 - a) b1/-num), and
+    # x (1 - psi(d)) = x - x/d. Not 0 and x: x/d is ~b2/b1 there, and its derivatives are of
+    # the order of the others (d/db2 of Bhattacharyya was -49999.00001 for -50000.00002)
+    far = jnp.isinf(d)
+    ds = jnp.where(far, 1.0, d)
+    ratio = sp.quotient(
+        jnp.where(left, a * b2, (1.0 - a) * b1), jnp.where(far, jnp.where(left, num, -num), 1.0)
+    )
+    xp = jnp.where(far, ratio, x * sp.psi(ds))
+    xo = jnp.where(far, x - ratio, x * sp.one_minus_psi(ds))
+    return sp.log_ratio(b2, b1), x, xp, xo
 
 
-def _shift_unit(x, p, omp):
-    """The bracket for ``a`` in [0, 1]: ``x >= 0``, both terms non-negative."""
+def _shift_unit(x, xp, xo):
+    """The bracket for ``a`` in [0, 1] from ``x``, ``x psi`` and ``x (1 - psi)``: ``x >= 0``,
+    both terms non-negative."""
     # a select, not max(x, 0): at a = 0 or 1, x = 0 is a tie, where JAX gives max half the
     # derivative (f'(1) came out as 0.76 D(P||Q))
-    xp = jnp.where(x >= 0.0, x, 0.0)
-    return -sp.log1pmx(xp) + fm.log1p(xp * omp / (1.0 + xp * p))
+    pos = x >= 0.0
+    xc = jnp.where(pos, x, 0.0)
+    return -sp.log1pmx(xc) + fm.log1p(jnp.where(pos, xo, 0.0) / (1.0 + jnp.where(pos, xp, 0.0)))
 
 
 def log_bc(P, Q, a):
-    rho, x, p, omp = _shift_args(P, Q, a)
-    # a > 1 (Rényi orders above 1): x < 0 and |x| psi(d) < 1/2 where the integral converges.
-    xn = jnp.minimum(x, 0.0)
-    xpn = jnp.maximum(xn * p, -0.5)
-    shift_neg = xn * omp - sp.log1pmx(xpn)
-    shift = jnp.where(x >= 0, _shift_unit(x, p, omp), shift_neg)
+    rho, x, xp, xo = _shift_args(P, Q, a)
     # Convergence (only an issue for a > 1): a/b1 + (1-a)/b2 > 0, i.e. a b2 + (1-a) b1 > 0,
     # formed as b1 + a (b2 - b1): for equal scales a + (1 - a) cancelled to 0 once 1 - a
     # rounded to -a (orders from 2^53, float32 2^24: inf for identical pairs)
     converges = ~(P.scale + a * (Q.scale - P.scale) <= 0)  # NaN propagates
+    # (x of a diverging integral, -inf where Delta/b2 overflows, on a stand-in: the unused
+    # branch's derivatives are multiplied by 0)
+    x, xp, xo = (jnp.where(converges, v, 0.0) for v in (x, xp, xo))
+    # a > 1 (Rényi orders above 1): x < 0 and |x| psi(d) < 1/2 where the integral converges.
+    neg = x <= 0.0
+    xpn = jnp.maximum(jnp.where(neg, xp, 0.0), -0.5)
+    shift_neg = jnp.where(neg, xo, 0.0) - sp.log1pmx(xpn)
+    shift = jnp.where(x >= 0, _shift_unit(x, xp, xo), shift_neg)
     gap = sp.mixture_gap(jnp.where(converges, a, 0.5), rho)
     return jnp.where(converges, -gap - shift, jnp.inf)
 
@@ -86,8 +106,8 @@ def log_bc(P, Q, a):
 def log_bc_unit(P, Q, a):
     """:func:`log_bc` for ``a`` in [0, 1] only (the same value there): without the branch
     for Rényi orders above 1, whose value and derivatives would be computed and discarded."""
-    rho, x, p, omp = _shift_args(P, Q, a)
-    return -sp.mixture_gap(a, rho) - _shift_unit(x, p, omp)
+    rho, x, xp, xo = _shift_args(P, Q, a)
+    return -sp.mixture_gap(a, rho) - _shift_unit(x, xp, xo)
 
 
 def kl(P, Q):
