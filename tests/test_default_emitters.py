@@ -51,7 +51,11 @@ def _values() -> list[float]:
         r = jd.chernoff(P, Q)
         out += [*np.ravel(r.information).tolist(), *np.ravel(r.alpha).tolist()]
     out += np.ravel(jd.tv(jd.Gaussian(0.0, 1.0), jd.Laplace(m, b))).tolist()
-    grad = jax.grad(lambda s: jd.chernoff(jd.Laplace(0.0, 1.0), jd.Laplace(1.0, s)).information)
+    # jitted: an eager jax.grad compiles its pieces one by one (5 programs; ~3 CPU-s more,
+    # in both processes)
+    grad = jax.jit(
+        jax.grad(lambda s: jd.chernoff(jd.Laplace(0.0, 1.0), jd.Laplace(1.0, s)).information)
+    )
     out.append(float(grad(2.0)))
     # a subnormal budget: flushed to zero by some kernels only (converged came out False
     # with the default emitters, True with the suite's)
