@@ -498,10 +498,15 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     def f(c, s):
         return calibrate(name, c, sensitivity=s, compositions=n, metric=metric).parameter
 
-    def df(c, s):
-        return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
+    # one compiled program for every pair of directions here (eager jvps compiled pieces)
+    @jax.jit
+    def d2(c, t1, t2):
+        def df(c, s):
+            return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
 
-    got = np.asarray(jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1])
+        return jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1]
+
+    got = np.asarray(d2(c, jnp.asarray(t1), jnp.asarray(t2)))
     p = np.asarray(f(c, s))
     ref = [
         _mp_second_derivative(name, metric, n, ci, s, t1, t2, pi)
@@ -514,19 +519,16 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     # overflowed terms, or p times rounding noise ~1e284 beside an infinite term, and the
     # slope squared underflowed: nan where d^2 b/dc^2 is inf and d^2 b/dc ds finite (QA
     # pass). Small-budget closed form of Laplace KL: b = s / sqrt(2c) (to ~1e-100 relative)
-    def d2(c, t1, t2):
-        def df(c, s):
-            return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
-
-        return np.asarray(jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1])
+    def d2_at(c, t1, t2):
+        return np.asarray(d2(jnp.asarray(c), jnp.asarray(t1), jnp.asarray(t2)))
 
     c = np.array([1e-200, 1e-300, 1e-307])
     p = s / np.sqrt(2.0 * c)
-    np.testing.assert_array_equal(d2(jnp.asarray(c), (1.0, 0.0), (1.0, 0.0)), np.inf)
+    np.testing.assert_array_equal(d2_at(c, (1.0, 0.0), (1.0, 0.0)), np.inf)
     with np.errstate(over="ignore"):
         pcs = -0.5 / np.sqrt(2.0) * c**-1.5  # (d b/dc / s: -3.5e299, then -inf)
-    np.testing.assert_allclose(d2(jnp.asarray(c), (1.0, 0.0), (0.0, 1.0)), pcs, rtol=1e-13)
-    pss = d2(jnp.asarray(c), (0.0, 1.0), (0.0, 1.0))  # 0: b is linear in s
+    np.testing.assert_allclose(d2_at(c, (1.0, 0.0), (0.0, 1.0)), pcs, rtol=1e-13)
+    pss = d2_at(c, (0.0, 1.0), (0.0, 1.0))  # 0: b is linear in s
     assert np.all(np.abs(pss) <= 1e-14 * p / s**2), pss
 
 
@@ -961,8 +963,9 @@ def test_allocation_derivatives_gaussian_closed_form():
         return r.scales, r.objective, r.multiplier, r.equal_scales, r.chernoff
 
     args = (0.7, jnp.asarray([1.0, 5.0]), jnp.asarray([3.0, 0.5]))
-    got = jax.jacrev(fields, argnums=(0, 1, 2))(*args)  # (reverse mode: the rules transpose)
-    want = jax.jacfwd(closed, argnums=(0, 1, 2))(*args)
+    # (reverse mode: the rules transpose; jitted: eagerly, 48 programs compiled one by one)
+    got = jax.jit(jax.jacrev(fields, argnums=(0, 1, 2)))(*args)
+    want = jax.jit(jax.jacfwd(closed, argnums=(0, 1, 2)))(*args)
     for g, wnt in zip(got[:4], want, strict=True):  # measured <= 2.4e-15
         for a, b in zip(g, wnt, strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-15)
