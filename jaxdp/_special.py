@@ -212,6 +212,29 @@ def log_ratio(num, den):
     return jnp.where(up, y, -y)
 
 
+def log_ratio_apart(num, den):
+    r""":math:`\log(\text{num}/\text{den})` for positive scales whose ratio may leave the float
+    range, with the derivatives of :math:`\log \text{num} - \log \text{den}`.
+
+    Where the two are within a factor ~4, :func:`log_ratio` of the scales moved by the power
+    of two below ``den`` (exact, as :func:`~jaxdp.coefficient.standardize` does: the
+    difference stays normal for tiny scales); else :math:`\log(\text{num}/\text{den})`
+    (relative accuracy: the result exceeds ~0.69 in size), or :math:`\log \text{num} -
+    \log \text{den}` where the ratio leaves the float range (beyond ~708). JAX's
+    derivatives of :func:`log_ratio` or of ``num/den`` overflow there in forward mode
+    (``num`` ~1e200 ``den``: :math:`\dot{\text{den}}\,\text{num}/\text{den}^2`), as does a
+    reverse-mode cotangent of ``num`` times the power of two."""
+    s = inverse_power_of_two(jax.lax.stop_gradient(den))
+    ns = num * s
+    close = (ns >= 0.5) & (ns <= 4.0)
+    near = log_ratio(jnp.where(close, ns, 1.0), den * s)
+    logs = jnp.log(num) - jnp.log(den)
+    q = jax.lax.stop_gradient(quotient(num, den))
+    q_ok = jnp.isfinite(q) & (q >= jnp.finfo(q.dtype).tiny)
+    apart = jnp.where(q_ok, jnp.log(jnp.where(q_ok, q, 1.0)), jax.lax.stop_gradient(logs))
+    return jnp.where(close, near, apart + (logs - jax.lax.stop_gradient(logs)))
+
+
 def mixture_gap(a, rho):
     r"""Jensen gap of the Bernoulli log-MGF, :math:`\log(1 - a + a e^{\rho}) - a\rho`.
 

@@ -1241,6 +1241,49 @@ def test_gaussian_kl_gradients_at_scale_ratios_near_the_float32_limit():
                     assert abs(g - w) <= 1e-6 * abs(w), (c, got, want)
 
 
+def test_gaussian_kl_at_scale_ratios_beyond_the_float_range():
+    # s2/s1 beyond ~1.8e308 (float32 ~3.4e38): log_ratio overflowed, so KL was inf for a
+    # narrow P (finite: log(s2/s1) - 1/2 + ...) and nan for a wide one (inf); and its
+    # forward-mode tangent formed s2/s1^2, so d/ds1 was nan for a tiny s1 against a much
+    # wider Q also within the range (1e-300 vs 1e-100). Values and both modes' derivatives
+    # against the closed form (50 digits).
+    cases = np.array(
+        [
+            (0.0, 1e-300, 0.0, 1e10),
+            (0.0, 1e-300, 5e9, 1e10),
+            (0.0, 1e-200, 0.0, 1e200),
+            (0.0, 1e-300, 0.0, 1e-100),
+            (0.0, 1e10, 0.0, 1e-300),
+        ]
+    )
+
+    def f(x):
+        return jd.kl(jd.Gaussian(x[0], x[1]), jd.Gaussian(x[2], x[3]))
+
+    fns = jax.jit(lambda x: (jax.vmap(f)(x), jax.vmap(jax.grad(f))(x), jax.vmap(jax.jacfwd(f))(x)))
+    for c, v, r, fw in zip(cases, *fns(cases), strict=True):
+        with mp.workdps(50):
+            m1, s1, m2, s2 = (mp.mpf(float(v)) for v in c)
+            d = m2 - m1
+            want = [mp_refs.gau_kl(*c), -d / s2**2, s1 / s2**2 - 1 / s1, d / s2**2]
+            want += [1 / s2 - (s1**2 + d**2) / s2**3]
+        got = [v, *r]
+        # forward mode where KL is inf (a wide P) is nan: 0 * inf in the tangent of s1/s2
+        # along the explicit zero ds2, JAX's limit for infinite slopes
+        if want[0] < np.finfo(np.float64).max:
+            got, want = got + list(fw), want + want[1:]
+        for g, w in zip(got, want, strict=True):
+            if abs(w) > np.finfo(np.float64).max:
+                assert float(g) == math.copysign(math.inf, w), (c, got, want)
+            else:
+                assert abs(float(g) - w) <= 1e-15 * abs(w), (c, got, want)
+    # float32 scales 1e-30 and 1e17: was inf
+    x = np.float32([0.0, 1e-30, 1e16, 1e17])
+    want = mp_refs.gau_kl(*map(float, x))
+    got = jd.kl(jd.Gaussian(x[0], x[1]), jd.Gaussian(x[2], x[3]))
+    assert got.dtype == np.float32 and abs(float(got) - want) <= 3e-7 * want, (got, want)
+
+
 @pytest.mark.parametrize("family", ["Laplace", "Gaussian"])
 def test_parameter_gradients_at_extreme_scale_ratios(family):
     # Q 1e160 and 1e200 times wider or narrower than P, centred 0 or half its own scale

@@ -71,7 +71,10 @@ def kl(P, Q):
     r""":math:`D(P\|Q) = \tfrac12\varphi(-\rho) + \Delta^2/(2\sigma_2^2)`."""
     s1, s2 = P.scale, Q.scale
     delta = Q.loc - P.loc
-    rho = 2.0 * sp.log_ratio(s2, s1)
+    # also where s2/s1 leaves the float range (log_ratio overflowed: KL inf for a narrow P,
+    # nan for a wide one), with the derivatives of log s2 - log s1 (log_ratio's forward-mode
+    # tangent formed s2/s1^2: d/ds1 nan for s1 = 1e-300 against s2 = 1e-100)
+    rho = 2.0 * sp.log_ratio_apart(s2, s1)
     dn = sp.quotient(delta, s2)  # not delta^2/s2^2: s2^2 under/overflows for ratios ~1e154+
     # a wider P (rho < -1.5, s1/s2 > ~2.1): phi(-rho) = r^2 - 1 + rho, r = s1/s2, with r^2
     # from r; phi's e^-rho from the rounded rho was ~|rho| ulp off (float32 ratio 1e4: 20

@@ -121,20 +121,7 @@ def kl(P, Q):
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
     r = sp.quotient(b1, b2)
-    # rho: where the scales are close, log_ratio of the scales moved by the power of two
-    # below b1 (exact, as standardize() does: b2 - b1 stays normal for tiny scales); else
-    # log(b2/b1) (relative accuracy: |rho| > 0.69), or log b2 - log b1 where b2/b1 leaves the
-    # float range (|rho| > 708), with the derivatives of log b2 - log b1 (JAX's of log_ratio
-    # or of b2/b1 overflow in forward mode, as does a reverse-mode cotangent of b2 s)
-    s = sp.inverse_power_of_two(lax.stop_gradient(b1))
-    b2s = b2 * s
-    close = (b2s >= 0.5) & (b2s <= 4.0)
-    rho_close = sp.log_ratio(jnp.where(close, b2s, 1.0), b1 * s)
-    logs = jnp.log(b2) - jnp.log(b1)
-    q = lax.stop_gradient(sp.quotient(b2, b1))
-    q_ok = jnp.isfinite(q) & (q >= jnp.finfo(q.dtype).tiny)
-    rho_apart = jnp.where(q_ok, jnp.log(jnp.where(q_ok, q, 1.0)), lax.stop_gradient(logs))
-    rho = jnp.where(close, rho_close, rho_apart + (logs - lax.stop_gradient(logs)))
+    rho = sp.log_ratio_apart(b2, b1)  # also where b2/b1 leaves the float range
     # Delta/b1, capped at 1e3, where e^-t is 0 (an overflowed quotient gave nan gradients)
     t = sp.quotient(jnp.minimum(delta, 1e3 * b1), b1)
     far = t > 2.0
