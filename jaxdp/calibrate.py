@@ -696,10 +696,18 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
         # 1e-300: d scale/d sensitivity nan or inf for p/s ~ 3.5e149) or underflowed (1e300:
         # 0 for 5e-301)
         # (along a tangent of ~1/slope, a power of two: along 1 its intermediates are
-        # subnormal at budgets ~3e-308, flushed: d scale/d sensitivity 0 for 4e153)
-        sc = lax.stop_gradient(sp.inverse_power_of_two(safe))
-        dm_s = _dm_ds(spec, metric, n, x, s, sc)
-        x_s = -sp.quotient(dm_s, safe * sc)
+        # subnormal at budgets ~3e-308, flushed: d scale/d sensitivity 0 for 4e153; and
+        # of ~s/slope, d m/d log s being of the order of the slope: along 1/slope the
+        # engine's tangent of s/p, ~p/s^2 for the Gaussian, left the float range, so
+        # d sigma/d s was 0 for sigma/s ~1e-51 (budget 1e100, sensitivity 1e300) and inf
+        # for 3.5e49 (1e-100, 1e-300)). x_s = -dm_s/(safe t) = -(dm_s/(safe 2^a)) 2^(a - k)
+        bias = _bias(safe.dtype)
+        a = jnp.clip(-_exponent(safe), 1 - bias, bias)
+        k = jnp.clip(_exponent(s) + a, 1 - bias, bias)
+        dm_s = _dm_ds(spec, metric, n, x, s, _pow2(k, safe.dtype))
+        x_s = -sp.quotient(dm_s, safe * _pow2(a, safe.dtype))
+        k1 = jnp.clip(a - k, 1 - bias, bias)
+        x_s = (x_s * _pow2(k1, safe.dtype)) * _pow2(a - k - k1, safe.dtype)
         e_s, f_s, m_s = _split(p_ok, x, x_s, False)
         dx = dx + x_s * ds
         dp = dp + e_s * (f_s * (m_s * ds))

@@ -447,6 +447,14 @@ def test_gradients_gaussian_exact():
     db, ds = vjp((jnp.zeros_like(b), jnp.ones_like(b)))
     np.testing.assert_allclose(np.asarray(db), 1.0, rtol=1e-12)
     assert abs(float(ds)) < 1e-12
+    # Extreme sensitivities at extreme budgets (same shapes: no compile): the engine's dm/ds
+    # was taken along a tangent ~1/slope, whose tangent of s/sigma, ~sigma/s^2, left the
+    # float range: d sigma/ds 0 for sigma/s ~1e-51 (budget 1e100, sensitivity 1e300), inf
+    # for 3.5e49 (1e-100, 1e-300). Cotangent s/sigma: each d sigma/ds counts 1
+    for s, b in ((1e300, np.logspace(0, 300, B.size)), (1e-300, np.logspace(-300, 0, B.size))):
+        (sigma, _), vjp = jax.vjp(jax.jit(f), jnp.asarray(b), jnp.asarray(s))
+        _, ds = vjp((s / sigma, jnp.zeros_like(sigma)))
+        np.testing.assert_allclose(float(ds), B.size, rtol=1e-13)
 
 
 def test_gradients_laplace_against_finite_differences():
@@ -468,6 +476,11 @@ def test_gradients_laplace_against_finite_differences():
     # scale invariance b(c, s) = s b(c, 1) and the IFT: d b = b ds/s + d b/d c dc
     _, only_s = jvp((b, jnp.asarray(s)), (jnp.zeros_like(b), ds))
     np.testing.assert_allclose(np.asarray(only_s), np.asarray(p) * 0.3 / s, rtol=1e-10)
+    # extreme sensitivities at extreme budgets (same shapes: no compile): 1e-10 relative off
+    # at (1e10 n, 1e300) along a tangent of s ~1/slope (see test_gradients_gaussian_exact)
+    for s, b in ((1e300, np.logspace(0, 300, B.size)), (1e-300, np.logspace(-300, 0, B.size))):
+        p, only_s = jvp((jnp.asarray(b), jnp.asarray(s)), (jnp.zeros_like(b), ds))
+        np.testing.assert_allclose(np.asarray(only_s), np.asarray(p) * 0.3 / s, rtol=1e-13)
 
 
 def _mp_second_derivative(name, metric, n, c, s, t1, t2, guess):
