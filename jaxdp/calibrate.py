@@ -111,9 +111,10 @@ Unreachable budgets (documented limits, never an exception under ``jit``):
   ~8.5e37, the engine's constant :math:`4C` overflows, and :math:`C` is evaluated as 16
   times that of a quarter of the sensitivity); ``budget = inf`` gives scale 0 /
   :math:`\varepsilon = \infty`. Above half the largest float (Gaussian budgets only:
-  other parameters are beyond the range there) the metric's slope :math:`2C` overflows and
-  the derivatives come back 0 (:math:`d\sigma/dc` is below the float range there,
-  :math:`d\sigma/d\Delta = \sigma/\Delta` is not).
+  other parameters are beyond the range there) the metric's slope :math:`2C` overflows;
+  the first derivatives there are the closed forms of the exactly quadratic metric,
+  :math:`d\sigma/dc = -\sigma/(2c)` and :math:`d\sigma/d\Delta = \sigma/\Delta` (they
+  were 0).
 * A built-in's parameter beyond the float range (Laplace, budget 1e-300, sensitivity
   1e300: scale ~3.5e449) is the limit: scale ``inf`` / :math:`\varepsilon = 0` with
   ``achieved = 0`` and ``converged = True`` (no information meets the budget; dp/dc is
@@ -701,10 +702,15 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
         # engine's tangent of s/p, ~p/s^2 for the Gaussian, left the float range, so
         # d sigma/d s was 0 for sigma/s ~1e-51 (budget 1e100, sensitivity 1e300) and inf
         # for 3.5e49 (1e-100, 1e-300)). x_s = -dm_s/(safe t) = -(dm_s/(safe 2^a)) 2^(a - k)
+        # (masked rows at p = 1 and s = 1: there a tangent ~s of a huge s overflowed the
+        # engine's, and the masked inf made reverse-mode d p/ds nan)
+        s_ok = jnp.where(ok, s, 1.0)
         bias = _bias(safe.dtype)
         a = jnp.clip(-_exponent(safe), 1 - bias, bias)
-        k = jnp.clip(_exponent(s) + a, 1 - bias, bias)
-        dm_s = _dm_ds(spec, metric, n, x, s, _pow2(k, safe.dtype))
+        # (4 times that: the Gaussian engine's tangent of a quarter of s at the largest
+        # budgets, ~s/(4 slope), was subnormal, flushed: d sigma/ds 0 from ~4.5e307)
+        k = jnp.clip(_exponent(s_ok) + a + 2, 1 - bias, bias)
+        dm_s = _dm_ds(spec, metric, n, x, s_ok, _pow2(k, safe.dtype))
         x_s = -sp.quotient(dm_s, safe * _pow2(a, safe.dtype))
         k1 = jnp.clip(a - k, 1 - bias, bias)
         x_s = (x_s * _pow2(k1, safe.dtype)) * _pow2(a - k - k1, safe.dtype)
@@ -713,11 +719,28 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
         dp = dp + e_s * (f_s * (m_s * ds))
     dx = jnp.where(ok, dx, 0.0)
     dp = jnp.where(ok, dp, 0.0)
+    over = False
+    if spec.name == "gaussian" and metric != "tv":
+        # Gaussian Chernoff information and KL are n K (s/p)^2 exactly: above ~9e307 (the
+        # largest budgets, float32 ~1.7e38) their slope -2m overflows, and the derivatives
+        # were 0; there dp/dc = -p/(2m) (below the float range unless s is large: -8e-164 at
+        # 1.7e308, s = 1e300) and dp/ds = p/s (2.7e-155 at s = 1), and dx likewise
+        over = jnp.isinf(slope) & (achieved > 0) & (achieved < jnp.inf)
+        m_over = jnp.where(over, achieved, 1.0)
+        p_over = jnp.where(over, p, 1.0)
+        dx_over = (-0.5 * sp.quotient(1.0, m_over)) * db
+        dp_over = (-0.5 * sp.quotient(p_over, m_over)) * db
+        if not isinstance(ds, zero):
+            s_over = jnp.where(over, s, 1.0)
+            dx_over = dx_over + sp.quotient(1.0, s_over) * ds
+            dp_over = dp_over + sp.quotient(p_over, s_over) * ds
+        dx = jnp.where(over, dx_over, dx)
+        dp = jnp.where(over, dp_over, dp)
     # Budget 0 (the no-release limit, subnormals too) has no slope from the solver: dp/dc
     # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf
     # for every s there, and an epsilon 0.)
     no_release = (budget == 0) | _unflushed(budget)[0]
-    d_achieved = jnp.where(ok | no_release, db, 0.0)  # (achieved = budget = 0 there)
+    d_achieved = jnp.where(ok | over | no_release, db, 0.0)  # (achieved = budget = 0 there)
     # A positive budget whose parameter is beyond the float range on the no-release side
     # (see _solve): the same one-sided limit of dp/dc, and for a scale (proportional to the
     # sensitivity) dp/ds = p/s = inf (achieved is 0 there, for every budget nearby)
@@ -752,6 +775,14 @@ def _pow2(k, dtype):
     return lax.bitcast_convert_type((k + bias).astype(uint) << finfo.nmant, dtype)
 
 
+def _mantissa(v, e):
+    """``v 2^-e`` for ``e = _exponent(v)``: in [1, 2). As ``(v 2^(1 - e)) / 2``: ``2^-e`` is
+    subnormal for ``|v| >= 2^1023`` (float32 ``2^127``), which ``_pow2`` clips to the smallest
+    normal, twice the factor (a Gaussian d sigma/d budget half its value from budgets
+    ~4.5e307, where the slope 2C is that large)."""
+    return (v * _pow2(1 - e, v.dtype)) * 0.5
+
+
 @functools.partial(jax.custom_jvp, nondiff_argnums=(3,))
 def _split(p, x, y, rate):
     r"""``(e, m)``: :math:`p/y` (``rate``) or :math:`p y` as :math:`e\,m`, ``e`` a power of
@@ -766,7 +797,7 @@ def _split(p, x, y, rate):
     bias = _bias(p.dtype)
     k1 = jnp.clip(k, 1 - bias, bias)
     k2 = jnp.clip(k - k1, 1 - bias, bias)
-    mp_, my = p * _pow2(-ep, p.dtype), y * _pow2(-ey, p.dtype)  # mantissas in [1, 2)
+    mp_, my = _mantissa(p, ep), _mantissa(y, ey)  # in [1, 2)
     m = (mp_ / my if rate else mp_ * my) * _pow2(k - k1 - k2, p.dtype)
     e1, e2 = _pow2(k1, p.dtype), _pow2(k2, p.dtype)
     return lax.stop_gradient(e1), lax.stop_gradient(e2), m
@@ -783,7 +814,7 @@ def _split_jvp(rate, primals, tangents):
         ep = _exponent(p)
         bias = _bias(p.dtype)
         k = jnp.clip(ep + _exponent(y), 1 - bias, bias)
-        dm = ((p * _pow2(-ep, p.dtype)) * _pow2(ep - k, p.dtype)) * (y * dx + dy)
+        dm = (_mantissa(p, ep) * _pow2(ep - k, p.dtype)) * (y * dx + dy)
     return (e1, e2, m), (jnp.zeros_like(e1), jnp.zeros_like(e2), dm)
 
 

@@ -450,11 +450,22 @@ def test_gradients_gaussian_exact():
     # Extreme sensitivities at extreme budgets (same shapes: no compile): the engine's dm/ds
     # was taken along a tangent ~1/slope, whose tangent of s/sigma, ~sigma/s^2, left the
     # float range: d sigma/ds 0 for sigma/s ~1e-51 (budget 1e100, sensitivity 1e300), inf
-    # for 3.5e49 (1e-100, 1e-300). Cotangent s/sigma: each d sigma/ds counts 1
-    for s, b in ((1e300, np.logspace(0, 300, B.size)), (1e-300, np.logspace(-300, 0, B.size))):
+    # for 3.5e49 (1e-100, 1e-300); and from budgets ~4.5e307, where the slope 2C is beyond
+    # 2^1023: d sigma/dc half its value (a mantissa scaled by the smallest normal, twice the
+    # power of two), d sigma/ds 0 (the engine's tangent subnormal), and beyond ~9e307, where
+    # 2C overflows, both 0. Cotangent s/sigma: each d sigma/ds counts 1, d sigma/dc -s/(2c)
+    top = np.linspace(4e307, np.finfo(np.float64).max, B.size)
+    for s, b in (
+        (1e300, np.logspace(0, 300, B.size)),
+        (1e-300, np.logspace(-300, 0, B.size)),
+        (1e300, top),
+        (1.0, top),
+    ):
         (sigma, _), vjp = jax.vjp(jax.jit(f), jnp.asarray(b), jnp.asarray(s))
-        _, ds = vjp((s / sigma, jnp.zeros_like(sigma)))
+        db, ds = vjp((s / sigma, jnp.zeros_like(sigma)))
         np.testing.assert_allclose(float(ds), B.size, rtol=1e-13)
+        if s == 1e300:
+            np.testing.assert_allclose(np.asarray(db), -0.5 * s / b, rtol=1e-10)
 
 
 def test_gradients_laplace_against_finite_differences():
