@@ -814,7 +814,9 @@ def _split_jvp(rate, primals, tangents):
         ep = _exponent(p)
         bias = _bias(p.dtype)
         k = jnp.clip(ep + _exponent(y), 1 - bias, bias)
-        dm = (_mantissa(p, ep) * _pow2(ep - k, p.dtype)) * (y * dx + dy)
+        # (p/e)(y dx + dy) as m dx + (p/e) dy: y dx underflowed where y ~ 1/s is tiny
+        # (d^2 sigma/dc ds 0, before +3.5e-151, for -1.8e-151 at budget 1e100, s 1e300)
+        dm = m * dx + (_mantissa(p, ep) * _pow2(ep - k, p.dtype)) * dy
     return (e1, e2, m), (jnp.zeros_like(e1), jnp.zeros_like(e2), dm)
 
 

@@ -524,13 +524,16 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
 
     # one compiled program for every pair of directions here (eager jvps compiled pieces)
     @jax.jit
-    def d2(c, t1, t2):
+    def d2(c, t1, t2, s):
         def df(c, s):
             return jax.jvp(f, (c, s), (t1[0] * jnp.ones_like(c), t1[1]))[1]
 
         return jax.jvp(df, (c, s), (t2[0] * jnp.ones_like(c), t2[1]))[1]
 
-    got = np.asarray(d2(c, jnp.asarray(t1), jnp.asarray(t2)))
+    def d2_at(c, t1, t2, s=s):
+        return np.asarray(d2(jnp.asarray(c), jnp.asarray(t1), jnp.asarray(t2), jnp.asarray(s)))
+
+    got = d2_at(c, t1, t2)
     p = np.asarray(f(c, s))
     ref = [
         _mp_second_derivative(name, metric, n, ci, s, t1, t2, pi)
@@ -543,9 +546,6 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     # overflowed terms, or p times rounding noise ~1e284 beside an infinite term, and the
     # slope squared underflowed: nan where d^2 b/dc^2 is inf and d^2 b/dc ds finite (QA
     # pass). Small-budget closed form of Laplace KL: b = s / sqrt(2c) (to ~1e-100 relative)
-    def d2_at(c, t1, t2):
-        return np.asarray(d2(jnp.asarray(c), jnp.asarray(t1), jnp.asarray(t2)))
-
     c = np.array([1e-200, 1e-300, 1e-307])
     p = s / np.sqrt(2.0 * c)
     np.testing.assert_array_equal(d2_at(c, (1.0, 0.0), (1.0, 0.0)), np.inf)
@@ -554,6 +554,13 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     np.testing.assert_allclose(d2_at(c, (1.0, 0.0), (0.0, 1.0)), pcs, rtol=1e-13)
     pss = d2_at(c, (0.0, 1.0), (0.0, 1.0))  # 0: b is linear in s
     assert np.all(np.abs(pss) <= 1e-14 * p / s**2), pss
+    # Large budgets and sensitivity: KL = theta - 1 + e^-theta, b = s/(c + 1), d^2 b/ds dc =
+    # -1/(c + 1)^2; d/dc of d b/ds was 0: the rule's (p/e)(y dx + dy), y = dx/ds ~ 1/s
+    # times dx/dc ~ 1/c underflowed
+    c = np.array([1e50, 1e100, 1e150])
+    got = d2_at(c, (0.0, 1.0), (1.0, 0.0), s=1e300)
+    # (the calibration's own accuracy at |log b| ~ 460-580: ~6u |log b|, see the module doc)
+    np.testing.assert_allclose(got, -1 / c / c, rtol=2e-12)
 
 
 def test_second_derivatives_of_randomized_response_closed_form():
