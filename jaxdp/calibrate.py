@@ -89,8 +89,11 @@ below ~1e-123, :math:`d^2b/dc\,d\Delta` finite to ~1e-206, then :math:`-\infty`;
 randomized response :math:`d^2\varepsilon/dc^2` finite to ~1e-205), :math:`d^2b/d\Delta^2`
 is 0 to ~1e-16 of :math:`b/\Delta^2` down to ~1e-307 (below, within ~2x of the smallest
 normal, the engine's terms of the order of the metric are subnormal and it is
-:math:`O(b/\Delta^2)`); the geometric mechanism's are ``nan`` below ~1e-210, where its
-engine's own :math:`\varepsilon`-derivatives fail (:math:`\varepsilon` ~1e-105).
+:math:`O(b/\Delta^2)`); the geometric mechanism's were ``nan`` below ~1e-210, where its
+engine's own second :math:`\varepsilon`-derivatives fail (:math:`\varepsilon` ~1e-105): its
+metric is the small-strength limit there (see :func:`_metric_composed`). Its sensitivity
+derivatives at budgets below ~1e-20 are rounding noise of the engine's :math:`\partial
+m/\partial\Delta`, an :math:`O(\varepsilon^2)` relative effect (open).
 
 Unreachable budgets (documented limits, never an exception under ``jit``):
 
@@ -254,7 +257,7 @@ def _check_callable(fn, shape, dtype):
 
 def _metric(spec: _Spec, metric: str, n: int, p, s):
     """The engine's metric of the ``n``-fold composition at parameter ``p``."""
-    if metric != "tv" and n > 1 and spec.direction != 0:
+    if metric != "tv" and spec.direction != 0 and (n > 1 or spec.name == "geometric"):
         return _metric_composed(spec, metric, n, p, s)
     return _metric_engine(spec, metric, n, p, s)
 
@@ -265,9 +268,18 @@ def _metric_composed(spec: _Spec, metric: str, n: int, p, s):
     the small-strength limit :math:`(\sqrt{nK}\,\theta)^2` (:data:`_ASYMPTOTE`; its relative
     error is :math:`O(\theta)`, ~1e-153, float32 ~4e-18). The engine's per-release value is
     subnormal there and flushed to 0: ``calibrate("gaussian", 2.3e-308, compositions=1000)``
-    (sigma ~7.4e154) gave scale ``inf`` with ``achieved`` ``nan``."""
+    (sigma ~7.4e154) gave scale ``inf`` with ``achieved`` ``nan``.
+
+    The geometric mechanism (also ``n = 1``) takes the limit below :math:`\varepsilon =
+    16\,\mathrm{tiny}^{1/3}` (~4.5e-102, float32 ~3.7e-12; relative error
+    :math:`O(\varepsilon^2)`): its engine's second :math:`\varepsilon`-derivatives, through
+    scales :math:`\Delta/\varepsilon` whose :math:`1/b^3` underflows, were ``nan`` there
+    (``jax.hessian`` of the calibration at budgets below ~1e-210)."""
     big_k, _ = _ASYMPTOTE[metric]
-    thr = math.sqrt(16.0 * float(jnp.finfo(p.dtype).tiny) / big_k)
+    tiny = float(jnp.finfo(p.dtype).tiny)
+    thr = math.sqrt(16.0 * tiny / big_k)
+    if spec.name == "geometric":
+        thr = max(thr, 16.0 * tiny ** (1.0 / 3.0))
     # (a quotient: JAX's rule for s / p squares p, which overflows for scales ~1e154+)
     theta = sp.quotient(s, p) if spec.direction < 0 else p
     small = theta < thr
