@@ -561,6 +561,25 @@ def test_laplace_renyi_where_the_offset_over_the_narrower_q_overflows():
             np.testing.assert_allclose(float(grads[k][i]), float(want[k]), rtol=1e-15)
 
 
+def test_laplace_slopes_where_the_offset_over_the_narrower_q_nears_the_float_range():
+    # d = |l1 - l2| Delta finite but beyond ~1e300: the slope of x psi(d) through psi'(d) ~
+    # -1/d^2 went subnormal (flushed), d/db2 of Bhattacharyya of Laplace(0, 1) vs
+    # Laplace(1e300, 1e-5) -49999.00001 for -50000.00002, order 0.9 of Laplace(1e304, 1e-5) 1e-4
+    # off. Reference: log C_a = -a log 2b1 - (1 - a) log 2b2 - l1 Delta + log(2 l2/(l2^2 - l1^2)),
+    # l1 = a/b1, l2 = (1 - a)/b2, to e^(-(l2 - l1) Delta) (the pieces' closed form)
+    rows = [(0.0, 1.0, 1e300, 1e-5, 0.5), (0.0, 1.0, 1e304, 1e-5, 0.9)]
+    m1, b1, m2, b2, a = (jnp.asarray(c) for c in zip(*rows, strict=True))
+    f = lambda b2: jnp.sum(jd.renyi(jd.Laplace(m1, b1), jd.Laplace(m2, b2), a))  # noqa: E731
+    got = jax.grad(f)(b2)
+    for i, row in enumerate(rows):
+        with mp.workdps(60):
+            _, b1_, _, b2_, a_ = map(mp.mpf, row)
+            l1, l2 = a_ / b1_, (1 - a_) / b2_
+            dlog_c = -(1 - a_) / b2_ - (l2 / b2_) * (1 / l2 - 2 * l2 / (l2**2 - l1**2))
+            want = dlog_c / (a_ - 1)
+        np.testing.assert_allclose(float(got[i]), float(want), rtol=1e-15)
+
+
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
     # 1 - TV < 1e-300 (a point mass against a flat density): TV was 0, the standardized
     # wider scale having overflowed (or the narrower flushed), and its gradient nan

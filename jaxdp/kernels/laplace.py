@@ -64,8 +64,11 @@ def _shift_args(P, Q, a):
     # Laplace(1e304, 1e-5)): e^-d = 0, so x psi(d) = x/d, the ratio of the rates
     # min(l1, l2)/|l1 - l2| in which Delta cancels (a b2/num or (1 - a) b1/-num), and
     # x (1 - psi(d)) = x - x/d. Not 0 and x: x/d is ~b2/b1 there, and its derivatives are of
-    # the order of the others (d/db2 of Bhattacharyya was -49999.00001 for -50000.00002)
-    far = jnp.isinf(d)
+    # the order of the others (d/db2 of Bhattacharyya was -49999.00001 for -50000.00002).
+    # So from d > 40 on (e^-d below half an ulp of 1): the derivative of x psi(d) through
+    # psi'(d) ~ -1/d^2 went subnormal short of inf (d/db2 of Bhattacharyya of Laplace(0, 1) vs
+    # Laplace(1e300, 1e-5) was -49999.00001, order 0.9 of Laplace(1e304, 1e-5) 1e-4 off)
+    far = d > 40.0
     ds = jnp.where(far, 1.0, d)
     ratio = sp.quotient(
         jnp.where(left, a * b2, (1.0 - a) * b1), jnp.where(far, jnp.where(left, num, -num), 1.0)
