@@ -63,6 +63,24 @@ def _load(label: str, spec: str, tmp: pathlib.Path):
     return mod
 
 
+def family_names(spec: str, known: list[str]) -> list[str]:
+    """The families named in ``--families``: a full name, or a bare one standing for every
+    family it starts ("Quadrature"; "Categorical" for each ``--cat-sizes`` k, which was the
+    last k only)."""
+    groups: dict[str, list[str]] = {}
+    for full in known:
+        groups.setdefault(full.split(" ")[0], []).append(full)
+    names: list[str] = []
+    for name in spec.split(","):
+        if name in known:
+            names.append(name)
+        elif name in groups:
+            names += groups[name]
+        else:
+            raise ValueError(f"--families: unknown family {name!r} (known: {', '.join(known)})")
+    return names
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--tree", action="append", required=True, help="LABEL=PATH[:mod.ATTR=value]")
@@ -78,13 +96,16 @@ def main() -> None:
     ap.add_argument("--compile", type=int, default=0, metavar="R", help="time compiles instead")
     args = ap.parse_args()
     fams = {f.name: f for f in bs.families({"cat_sizes": args.cat_sizes})}
-    fams.update({f.name.split(" ")[0]: f for f in fams.values()})  # "Quadrature", ...
+    try:
+        names = family_names(args.families, list(fams))
+    except ValueError as e:
+        ap.error(str(e))
     with tempfile.TemporaryDirectory() as tmp:
         mods = {}
         for t in args.tree:
             label, spec = t.split("=", 1)
             mods[label] = _load(label, spec, pathlib.Path(tmp))
-        for name in args.families.split(","):
+        for name in names:
             fam = fams[name]
             if args.compile:
                 _compare_compiles(name, fam, mods, args.n, args.compile)

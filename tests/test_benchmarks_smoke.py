@@ -190,3 +190,17 @@ def test_speed_refuses_a_family_that_matches_no_kernel(tmp_path, capsys):
     assert exc.value.code == 2
     assert "no kernel name starts with 'Lapalce'" in capsys.readouterr().err
     assert not list(tmp_path.iterdir())
+
+
+def test_compare_trees_family_names():
+    # a bare "Categorical" stands for every --cat-sizes k (it was the last k only)
+    mod = _load(REPO / "benchmarks" / "compare_trees.py", "compare_trees_under_test")
+    known = ["Laplace", "Categorical k=3", "Categorical k=10", "Quadrature (Laplace vs Gaussian)"]
+    assert mod.family_names("Categorical,Quadrature", known) == [
+        "Categorical k=3",
+        "Categorical k=10",
+        "Quadrature (Laplace vs Gaussian)",
+    ]
+    assert mod.family_names("Laplace,Categorical k=10", known) == ["Laplace", "Categorical k=10"]
+    with pytest.raises(ValueError, match="unknown family 'Foo'"):
+        mod.family_names("Foo", known)
