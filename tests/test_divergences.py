@@ -1282,7 +1282,7 @@ def test_gaussian_kl_at_scale_ratios_beyond_the_float_range():
     fns = jax.jit(lambda x: (jax.vmap(f)(x), jax.vmap(jax.grad(f))(x), jax.vmap(jax.jacfwd(f))(x)))
     for c, v, r, fw in zip(cases, *fns(cases), strict=True):
         with mp.workdps(50):
-            m1, s1, m2, s2 = (mp.mpf(float(v)) for v in c)
+            m1, s1, m2, s2 = (mp.mpf(float(t)) for t in c)
             d = m2 - m1
             want = [mp_refs.gau_kl(*c), -d / s2**2, s1 / s2**2 - 1 / s1, d / s2**2]
             want += [1 / s2 - (s1**2 + d**2) / s2**3]
