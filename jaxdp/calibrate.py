@@ -73,6 +73,12 @@ on :math:`m(p, \Delta) = c` (a ``custom_jvp``; the iterations are never differen
 .. math:: \frac{dp}{dc} = \frac{1}{\partial_p m},\qquad
           \frac{dp}{d\Delta} = -\frac{\partial_\Delta m}{\partial_p m}.
 
+For Laplace and Gaussian noise the pair's metrics depend on :math:`\Delta/p` alone, so
+:math:`p(c, \Delta) = \Delta\,p(c, 1)`: there :math:`dp/d\Delta = p/\Delta` (no engine
+evaluation), :math:`d^2p/d\Delta^2 = 0` exactly and :math:`d^2p/dc\,d\Delta =
+(dp/dc)/\Delta` (the slope's derivative in :math:`\Delta` is :math:`-1/\Delta` times that in
+:math:`\log p`).
+
 Second derivatives (``jax.hessian``, ``grad(grad)``, ``jacfwd(jacfwd)``) are the derivatives
 of that rule, with :math:`\partial^2 m` from the engine's own second derivatives (one more
 engine evaluation per second-order product). Measured against the implicit function theorem
@@ -87,9 +93,7 @@ closed forms :math:`b = \Delta/\sqrt{8c}`, :math:`\varepsilon = \sqrt{8c}`): the
 derivatives overflow to the right infinities (Laplace, Gaussian: :math:`d^2b/dc^2 = +\infty`
 below ~1e-123, :math:`d^2b/dc\,d\Delta` finite to ~1e-206, then :math:`-\infty`;
 randomized response :math:`d^2\varepsilon/dc^2` finite to ~1e-205), :math:`d^2b/d\Delta^2`
-is 0 to ~1e-16 of :math:`b/\Delta^2` down to ~1e-307 (below, within ~2x of the smallest
-normal, the engine's terms of the order of the metric are subnormal and it is
-:math:`O(b/\Delta^2)`); the geometric mechanism's were ``nan`` below ~1e-210, where its
+is 0 (above); the geometric mechanism's were ``nan`` below ~1e-210, where its
 engine's own second :math:`\varepsilon`-derivatives fail (:math:`\varepsilon` ~1e-105): its
 metric is the small-strength limit there (see :func:`_metric_composed`). Its sensitivity
 derivatives at budgets below ~1e-20 are rounding noise of the engine's :math:`\partial
@@ -210,6 +214,12 @@ class _Spec:
     fn: Callable | None = None
     #: the largest sensitivity (geometric TV of compositions: the static size of the sum)
     max_sensitivity: int = 1
+
+    @property
+    def proportional(self) -> bool:
+        """Whether the parameter is proportional to the sensitivity (a scale of a location
+        family: the metrics of ``(P_p, Q_p)`` depend on ``sensitivity / p`` alone)."""
+        return self.name in ("laplace", "gaussian")
 
     @property
     def direction(self) -> int:
@@ -644,9 +654,16 @@ def _slope_jvp(spec, metric, n, primals, tangents):
     # as coefficients times dx and ds: the engine's jvp along dx at p = e^x formed p dx,
     # which overflowed (budget 1e-250: dx ~ 5e249, p ~ 3.5e124) where dslope is ordinary
     one = jnp.ones_like(x)
-    d_slope = jax.jvp(lambda x: dm_dx(x, s), (x,), (one,))[1] * dx
-    if not isinstance(tangents[1], zero):
-        d_slope = d_slope + jax.jvp(lambda s: dm_dx(x, s), (s,), (jnp.ones_like(s),))[1] * ds
+    coef = jax.jvp(lambda x: dm_dx(x, s), (x,), (one,))[1]
+    if isinstance(tangents[1], zero):
+        d_slope = coef * dx
+    elif spec.proportional:
+        # m depends on x - log s alone (see _implicit_jvp), so the slope's derivative in s is
+        # -1/s that in x: along ds, dx = ds/s (the same product) cancels it exactly. The
+        # engine's own derivative in s was 1.3e-7 off for Laplace KL at sensitivity 1e300
+        d_slope = coef * (dx - sp.quotient(1.0, s) * ds)
+    else:
+        d_slope = coef * dx + jax.jvp(lambda s: dm_dx(x, s), (s,), (jnp.ones_like(s),))[1] * ds
     return _slope(spec, metric, n, x, s, slope), d_slope
 
 
@@ -687,9 +704,9 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     # (the limit slopes below are infinite: times a zero db they gave a nan dp/ds at budget 0)
     limits = limits and not isinstance(db, zero)
     db = jnp.zeros_like(budget) if isinstance(db, zero) else db
-    p, achieved, x = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
+    p, achieved, log_p = _implicit(spec, metric, n, False, budget, s, p, achieved, slope)
     ok = jnp.isfinite(slope) & (slope != 0)
-    x = jnp.where(ok, x, 0.0)
+    x = jnp.where(ok, log_p, 0.0)
     p_ok = jnp.where(ok, p, 1.0)
     safe = _slope(spec, metric, n, x, s, jnp.where(ok, slope, 1.0))
     # dx = x_c db + x_s ds and dp = p dx, with p dx/dc = e_c m_c and p dx/ds = e_s m_s, e a
@@ -704,7 +721,7 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
     e_c, f_c, m_c = _split(p_ok, x, safe, True)
     dx = x_c * db
     dp = e_c * (f_c * (m_c * db))
-    if not isinstance(ds, zero):
+    if not isinstance(ds, zero) and not spec.proportional:
         # dm/ds from the engine, then divided by the slope: p / slope overflowed (budget
         # 1e-300: d scale/d sensitivity nan or inf for p/s ~ 3.5e149) or underflowed (1e300:
         # 0 for 5e-301)
@@ -740,14 +757,21 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
         over = jnp.isinf(slope) & (achieved > 0) & (achieved < jnp.inf)
         m_over = jnp.where(over, achieved, 1.0)
         p_over = jnp.where(over, p, 1.0)
-        dx_over = (-0.5 * sp.quotient(1.0, m_over)) * db
-        dp_over = (-0.5 * sp.quotient(p_over, m_over)) * db
-        if not isinstance(ds, zero):
-            s_over = jnp.where(over, s, 1.0)
-            dx_over = dx_over + sp.quotient(1.0, s_over) * ds
-            dp_over = dp_over + sp.quotient(p_over, s_over) * ds
-        dx = jnp.where(over, dx_over, dx)
-        dp = jnp.where(over, dp_over, dp)
+        dx = jnp.where(over, (-0.5 * sp.quotient(1.0, m_over)) * db, dx)
+        dp = jnp.where(over, (-0.5 * sp.quotient(p_over, m_over)) * db, dp)
+    if spec.proportional and not isinstance(ds, zero):
+        # Laplace and Gaussian: the pair's metrics depend on s/p alone, so p(c, s) = s p(c, 1)
+        # and dp/ds = p/s exactly, whatever the slope (also where it overflowed, above):
+        # d^2p/ds^2 = 0 and d^2p/dc ds = (dp/dc)/s. The engine's dm/ds divided by the slope
+        # gave them as rounding noise of the order of p/s^2 (d^2 sigma/ds^2 5.6e84 at
+        # sensitivity 1e-100, -inf at 1e-300; forward-over-forward d^2 sigma/dc ds nan there).
+        # As e m with m's derivative m (dx - ds/s) (_split): its two terms, each ~1/s, cancel
+        # exactly along ds; p/s formed directly had the derivative of p/s^2, which underflows.
+        fin = (p > 0) & (p < jnp.inf)
+        s_fin = jnp.where(fin, s, 1.0)
+        e_s, f_s, m_s = _split(jnp.where(fin, p, 1.0), jnp.where(fin, log_p, 0.0), s_fin, True)
+        dx = dx + jnp.where(fin, sp.quotient(1.0, s_fin) * ds, 0.0)
+        dp = dp + jnp.where(fin, e_s * (f_s * (m_s * ds)), 0.0)
     # Budget 0 (the no-release limit, subnormals too) has no slope from the solver: dp/dc
     # there is the one-sided limit as c -> 0+ (it was 0). (dp/ds stays 0: a scale is inf
     # for every s there, and an epsilon 0.)

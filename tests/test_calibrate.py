@@ -555,6 +555,20 @@ def test_second_derivatives_are_the_derivatives_of_the_first(name, metric, n, s)
     np.testing.assert_allclose(d2_at(c, (1.0, 0.0), (0.0, 1.0)), pcs, rtol=1e-13)
     pss = d2_at(c, (0.0, 1.0), (0.0, 1.0))  # 0: b is linear in s
     assert np.all(np.abs(pss) <= 1e-14 * p / s**2), pss
+
+    # b(c, s) = s b(c, 1) (Laplace and Gaussian): d^2 b/ds^2 = 0 exactly, and d^2 b/dc ds =
+    # d b/dc at s = 1 whatever s. From the engine's dm/ds over the slope they were rounding
+    # noise ~1e-15 b/s^2 (5.6e84 for the Gaussian at sensitivity 1e-100), -inf at 1e-300,
+    # and forward over forward d^2 b/dc ds was nan there
+    c = np.array([1e-3, 0.3, 4.0])
+    unit = d2_at(c, (1.0, 0.0), (0.0, 1.0), s=1.0)
+    for s in (1e-300, 1e-100, 1.0, 1e100, 1e300):
+        np.testing.assert_array_equal(d2_at(c, (0.0, 1.0), (0.0, 1.0), s=s), 0.0)
+        # (1.4e-12 and 1.6e-12 apart at s = 1e-300 and 1e300: the rule works in x = log b,
+        # whose rounding at |log b| ~ 690 is ~6u |log b| of b, see the module doc; 5e-13
+        # at 1e+-100). In that order the slope's derivative in s was 1.3e-7 off at 1e300
+        np.testing.assert_allclose(d2_at(c, (1.0, 0.0), (0.0, 1.0), s=s), unit, rtol=3e-12)
+        np.testing.assert_allclose(d2_at(c, (0.0, 1.0), (1.0, 0.0), s=s), unit, rtol=3e-12)
     # Large budgets and sensitivity: KL = theta - 1 + e^-theta, b = s/(c + 1), d^2 b/ds dc =
     # -1/(c + 1)^2; d/dc of d b/ds was 0: the rule's (p/e)(y dx + dy), y = dx/ds ~ 1/s
     # times dx/dc ~ 1/c underflowed
