@@ -313,7 +313,11 @@ def _kl_scale_term(theta: jax.Array) -> jax.Array:
     at ``theta = 10/9`` (as for ``x - log1p(x)`` at ``x = 0.1``), and ever less above.
     ``theta = inf`` gives ``+inf``.
     """
-    x = (1 - theta) / theta
+    # (theta = inf: a finite stand-in, x = -1/2, in the branches not taken: the zero cotangent
+    # of x times (1 - theta)/theta's slope there, inf/inf, made eq34's theta-slope nan in
+    # reverse mode; the limit is 0, as in forward mode)
+    ti = jnp.where(theta == jnp.inf, 2.0, theta)
+    x = (1 - ti) / ti
     near = x > -0.1
     xn = jnp.where(near, x, 0.0)
     tf = jnp.where(near | (theta == jnp.inf), 2.0, theta)  # (inf - inf: handled below)
@@ -825,7 +829,7 @@ def eq34(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     ``[1e-300, 1e300]`` (float32: ``[1e-37, 1e37]``, where finite): relative error 1.1e-15
     (float64) and 8.1e-7 (float32, at ``theta = 0.88``; the second bracket, evaluated as
     ``expm1(-t) + t`` for ``t >= 0.1`` before, cancelled: 4e-6 at ``theta = 1``, t = 0.1).
-    ``theta = inf`` gives ``+inf`` (the limit).
+    ``theta = inf`` gives ``+inf`` (the limit), with the limit theta-slope 0.
 
     Args:
         shift: mean shift :math:`\Delta\mu` (any real).

@@ -643,8 +643,10 @@ def test_eq34_theta_slope_where_theta_squared_leaves_the_float_range():
     # d/dtheta = 1/theta - (t + e^-t)/theta^2, t = |shift|/b: JAX's -1/theta -
     # (1 - theta)/theta^2 of the first bracket was 0 beyond theta ~ 1e154 (the slope is
     # ~1/theta: it was 0), and -u/theta^2 of the second 0 * inf = nan at shift = 0 for theta
-    # below ~1e-154 (the slope overflows: -inf)
+    # below ~1e-154 (the slope overflows: -inf); at theta = inf the limit 0 (reverse mode gave
+    # nan: the zero cotangent of (1 - theta)/theta times its slope inf/inf)
     args = [(1.0, 1.0, 1e200), (1.0, 1.0, 1e300), (0.0, 1.0, 1e-200), (1e10, 1e-300, 1e300)]
+    args += [(0.0, 1.0, np.inf), (1.0, 1.0, np.inf)]
     with mp.workdps(40):
         want = []
         for s, b, th in args:
