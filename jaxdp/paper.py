@@ -365,16 +365,20 @@ def _expm1_minus_x(u: jax.Array) -> jax.Array:
     return jnp.where(small, series, jnp.expm1(ul) - ul)
 
 
-def _shift_ratios(shift: jax.Array, b: jax.Array, theta: jax.Array):
+def _shift_ratios(shift: jax.Array, b: jax.Array, theta: jax.Array, *, underflow=False):
     r"""``(over, t, x)`` for :func:`eq34`/:func:`eq35`: ``t = |shift|/b`` (JAX's b-slope
     ``-|shift| db/b^2`` was nan for shift = 0 and ``-inf`` for a finite one once ``b^2``
     underflows, so :func:`quotient`) and, where ``t`` overflows (``over``: ``b`` below
     ``|shift|/1.8e308``, or ``shift`` infinite), ``x = |shift|/(theta b)`` by
     :func:`_over_ratio` (``t/theta`` was ``inf`` also where ``x`` is finite: ``shift =
     1e10, b = 1e-300, theta = 1e300``), ``t`` then 0; stand-ins (``|shift|`` 0, ``b`` 1) in
-    the branch not taken."""
+    the branch not taken. With ``underflow`` (for :func:`eq35`, which needs only ``x``),
+    ``over`` also where ``t`` underflows for ``shift != 0`` (``t/theta`` was 0 where ``x``
+    is not: ``shift = 1e-10``, ``b = 1e300``, ``theta = 1e-300``, ``x = 1e-10``)."""
     a = jnp.abs(shift)
     over = a / b == jnp.inf  # (also shift = inf, whose slopes are then the limits)
+    if underflow:  # (XLA flushes subnormal quotients to 0)
+        over = over | ((a > 0) & (a / b < jnp.finfo(a.dtype).tiny))
     zero, one = jnp.zeros_like(a), jnp.ones_like(b)
     t = quotient(jnp.where(over, zero, a), jnp.where(over, one, b))
     return over, t, _over_ratio(jnp.where(over, a, zero), theta, jnp.where(over, b, one))
@@ -395,7 +399,17 @@ def _over_ratio_jvp(primals, tangents):
     zero = jax.custom_derivatives.SymbolicZero
     terms = []
     if not isinstance(da, zero):
-        terms.append(scaled_divide(scaled_divide(da, theta), b))
+        # the tangent times one coefficient 1/(theta b), by the smaller factor first (so in
+        # the float range where it is): divided twice, its transpose divides the cotangent in
+        # the other order, which underflowed (eq35's shift-slope 0 for 1e-10 at shift =
+        # 1e-10, b = 1e300, theta = 1e-300). Where it overflows, divided twice as before
+        # (0 * inf is nan)
+        first = theta < b
+        lo, hi = jnp.where(first, theta, b), jnp.where(first, b, theta)
+        r = scaled_divide(scaled_divide(jnp.ones_like(b), lo), hi)
+        finite = r < jnp.inf
+        once = da * jnp.where(finite, r, 0.0)
+        terms.append(jnp.where(finite, once, scaled_divide(scaled_divide(da, theta), b)))
     if not isinstance(dtheta, zero):
         # x/theta, as a/theta/theta/b where x overflows (x/theta >= 1 there, so a/theta^2 is
         # normal for a normal b): finite for theta beyond 1
@@ -876,8 +890,8 @@ def eq35(shift: ArrayLike, b: ArrayLike, theta: ArrayLike) -> jax.Array:
     # product under- or overflowed where the ratio is representable (float64 shift = 0,
     # b = 1e-10, theta = 1e-300 gave 0/0 = NaN; float32 already at b = theta = 1e-20)
     # (|shift| / b as a quotient: its b-slope was nan or -inf for b below ~1e-154, as in eq34;
-    # where it overflows, |shift| / (theta b) from _shift_ratios)
-    over, t, x = _shift_ratios(shift, b, theta)
+    # where it over- or underflows, |shift| / (theta b) from _shift_ratios)
+    over, t, x = _shift_ratios(shift, b, theta, underflow=True)
     return _x_minus_log1p(jnp.where(over, x, scaled_divide(t, theta)))
 
 

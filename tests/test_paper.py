@@ -685,6 +685,28 @@ def test_eq34_eq35_where_shift_over_b_overflows():
                 assert_close(np.array(got), np.array(w[1:]), rtol=1e-15, atol=0)
 
 
+def test_eq35_where_shift_over_b_underflows():
+    # t = |shift|/b below the smallest normal float (flushed to 0) where x = |shift|/(theta b)
+    # is not: eq35 was 0 (x = t/theta), its slopes 0; now x by _over_ratio, whose
+    # shift-slope is the tangent times 1/(theta b) (divided by b, then theta, its transpose
+    # underflowed: 0). References: 50-digit mpmath of the printed form and its slopes
+    args = [(1e-10, 1e300, 1e-300), (2.0, 1e308, 1e-300), (-1e-300, 1e10, 1e-300)]
+    want = []
+    with mp.workdps(50):
+        for s, b, th in args:
+            sm, bm, tm = mp.mpf(s), mp.mpf(b), mp.mpf(th)
+            x = abs(sm) / (tm * bm)
+            g = x / (1 + x)
+            w = [x - mp.log1p(x), mp.sign(sm) * g / (tm * bm), -g * x / bm, -g * x / tm]
+            # (a slope below the smallest normal float comes out 0: XLA flushes subnormals)
+            want.append([float(v) if abs(v) >= np.finfo(float).tiny else 0.0 for v in w])
+    for (s, b, th), w in zip(args, want, strict=True):
+        assert_close(float(paper.eq35(s, b, th)), w[0], rtol=1e-15, atol=0)
+        for d in (jax.grad, jax.jacfwd):
+            got = [float(d(paper.eq35, i)(s, b, th)) for i in range(3)]
+            assert_close(np.array(got), np.array(w[1:]), rtol=1e-15, atol=0)
+
+
 def test_x_minus_log1p_slopes_for_infinite_tangents():
     # x - log(1 + x)'s sum rule t - t/(1 + x) was inf - inf = nan in forward mode where the
     # tangent of x overflows: eq35's b-slope -(t/b) x/(1 + x) at b = 1e-300 and eq34's
