@@ -609,7 +609,10 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     x_opt = x_opt + lam
 
     grad_v = jax.grad(total_var)(x_opt)
-    grad_c = jax.grad(lambda x: _envelope("exact", pair, x, s, alpha))(x_opt)
+    # (forward mode: the reverse cotangent of each scale, dC/db ~ C/b, overflows (or
+    # underflows) beyond budgets ~1e205 (~1e-205), where dC/dx = b dC/db does not: multiplier
+    # and residual nan, converged=False at right scales; QA pass)
+    grad_c = jax.jacfwd(lambda x: _envelope("exact", pair, x, s, alpha))(x_opt)
     # per query, relative to its own gradient (a norm is blind to the small queries)
     eps = float(jnp.finfo(s.dtype).eps)
     # (free of the problem's scale: the ratios are about -1/mu, ~eps^2 for Gaussian queries,

@@ -695,8 +695,16 @@ def test_allocation_gaussian_closed_form_and_kkt():
     np.testing.assert_allclose(float(r.saving), saving, rtol=1e-9)
     # far budgets (the same compiled programs): the KKT ratios (-1/mu, ~eps^2) were squared,
     # under- or overflowing beyond 1e-77 and 1e77 (float32: 1e-9 and 1e9), which gave the
-    # right scales with multiplier inf or 0, residual inf or 1 and converged=False (QA pass)
-    for eps, dtype in ((1e-100, np.float64), (1e100, np.float64), (1e-12, np.float32)):
+    # right scales with multiplier inf or 0, residual inf or 1 and converged=False (QA pass);
+    # beyond ~1e-205 and 1e205 the reverse-mode dC/dsigma ~ C/sigma under- or overflowed:
+    # multiplier and residual nan (QA pass; the multiplier is then 0 or inf, as 8 k^2 is)
+    for eps, dtype in (
+        (1e-100, np.float64),
+        (1e100, np.float64),
+        (1e-300, np.float64),
+        (1e300, np.float64),
+        (1e-12, np.float32),
+    ):
         r = allocate_budget(dtype(eps), s.astype(dtype), w.astype(dtype))
         k = np.sum(s * np.sqrt(w)) / (8 * eps)
         rtol = 1e-12 if dtype == np.float64 else 1e-5  # (measured 1e-13, 6.5e-6)
