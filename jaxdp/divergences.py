@@ -102,7 +102,9 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     second derivatives in ``order`` lose digits to cancellation, ~1e-16
     :math:`\log C_\lambda/(\lambda - 1)^3` (2e-4 relative at :math:`1 - 10^{-6}`).
     Under ``jit`` an ``order`` that is not positive gives ``nan``. A Python number takes the
-    pair's precision, so one beyond its range (``1e300`` for a float32 pair) is refused.
+    pair's precision, so one beyond its range (``1e300`` for a float32 pair) is refused, as
+    is an order below the smallest normal number of that precision (subnormal, which XLA
+    flushes to zero: ``1e-320``; ``1e-40`` for a float32 pair).
 
     Args:
       P, Q: distributions: both continuous (closed form or quadrature), of the same discrete
@@ -118,18 +120,27 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
     # narrow Q) and poison the other orders' gradients through jnp.where (inf * 0). Decided
     # on the argument as given: once converted, it is traced inside an outer jit.
     with_kl = not _checks.is_concrete(order) or bool(np.any(np.asarray(order) == 1))
-    order = _checks.as_order(order)
-    _checks.check_positive("order", order)
+    raw, order = order, _checks.as_order(order)
+    # checked as given where concrete: the conversion flushed a subnormal Python number to 0
+    # ("order must be positive and finite, got 0.0" for 1e-320)
+    given = np.asarray(jax.device_get(raw), np.float64) if _checks.is_concrete(raw) else order
+    _checks.check_positive("order", given)
     check_pair(P, Q, order.shape, extra_name="order")
     # a Python number takes the pair's precision: under x64, 1e300 passed the check above and
     # became inf in a float32 computation (nan)
     dtype = np.dtype(jnp.result_type(P.dtype, Q.dtype, order))
-    if _checks.is_concrete(order):
-        v = np.asarray(order)
-        with np.errstate(over="ignore"):
-            over = np.isinf(v.astype(dtype))
-        if over.any():
+    if _checks.is_concrete(given):
+        v = np.asarray(given)
+        with np.errstate(over="ignore", under="ignore"):
+            w = v.astype(dtype)
+        if (over := np.isinf(w)).any():
             raise ValueError(f"order {v[over].flat[0]} overflows the pair's {dtype.name}")
+        # (subnormal: XLA flushes it to 0 in the kernels, nan for an array's 1e-320)
+        if (under := w < np.finfo(dtype).tiny).any():
+            raise ValueError(
+                f"order must be at least {np.finfo(dtype).tiny:.4g} (the smallest normal "
+                f"{dtype.name} number; XLA flushes subnormals to zero), got {v[under].flat[0]:.4g}"
+            )
     return _renyi(P, Q, order, with_kl=with_kl)
 
 

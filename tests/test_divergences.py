@@ -996,6 +996,11 @@ def test_renyi_rejects_bad_order():
     p32 = jd.Laplace(np.float32(0.0), np.float32(1.0))
     with pytest.raises(ValueError, match=r"order 1e\+300 overflows the pair's float32"):
         jd.renyi(p32, p32, 1e300)
+    # subnormal orders (XLA flushes them to 0): a Python 1e-320 was refused as "got 0.0", an
+    # array's gave nan (QA pass)
+    for order, pair in ((1e-320, jd.Laplace()), (np.asarray([1e-320]), jd.Laplace()), (1e-40, p32)):
+        with pytest.raises(ValueError, match=r"^order must be at least .* got 1e-(320|40)$"):
+            jd.renyi(pair, pair, order)
     # traced (no eager check): nan, as log_bc's alpha outside [0, 1] (a negative order gave
     # inf, order 0 gave 0)
     got = jax.jit(jd.renyi)(jd.Laplace(), jd.Laplace(1.0), jnp.asarray([-1.0, 0.0, 2.0]))
