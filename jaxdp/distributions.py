@@ -298,7 +298,13 @@ class Categorical(Distribution):
             v = np.asarray(lp)
             if np.isnan(v).any() or (v == np.inf).any():
                 raise ValueError(f"{name} contains NaN or +inf")
-            cls._validate(jnp.exp(lp), name)
+            # (named as the probabilities' checks: "log_probs must lie in [0, 1]" for a log
+            # probability of 0.1, "log_probs must sum to 1" for [0, 0])
+            if (v > 0).any():
+                raise ValueError(
+                    f"{name} must be <= 0 (log-probabilities), got {v[v > 0].flat[0]!s}"
+                )
+            cls._validate(jnp.exp(lp), "Categorical.from_log_probs: exp(log_probs)")
         obj = object.__new__(cls)
         obj._set(log_probs=lp)
         return obj

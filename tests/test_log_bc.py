@@ -308,6 +308,9 @@ def test_float32_accuracy():
         (lambda: jd.Categorical(jnp.array([0.5, 0.6])), "sum to 1"),
         (lambda: jd.Categorical(jnp.array([-0.5, 1.5])), "probs"),
         (lambda: jd.Categorical(jnp.array([0.5, jnp.nan])), "NaN"),
+        # (were "log_probs must lie in [0, 1]" and "log_probs must sum to 1", QA pass)
+        (lambda: jd.Categorical.from_log_probs([0.1, -5.0]), r"log_probs must be <= 0 .* 0\.1$"),
+        (lambda: jd.Categorical.from_log_probs([0.0, 0.0]), r"exp\(log_probs\) must sum to 1"),
         (lambda: jd.Product.iid(jd.Laplace(), 0), "n"),
         (lambda: jd.Product(1.0), "component"),
         # (these three named no argument: a float() error, a len() error, a nan log_prob)
