@@ -323,7 +323,8 @@ class Categorical(Distribution):
             total = v.sum(-1)
             if (np.abs(total - 1.0) > tol * max(1, v.shape[-1] ** 0.5)).any():
                 bad = total[np.abs(total - 1.0) > tol * max(1, v.shape[-1] ** 0.5)].flat[0]
-                raise ValueError(f"{name} must sum to 1 along the last axis, got {bad!r}")
+                # (float: numpy's repr of its own scalars, "got np.float64(0.9)")
+                raise ValueError(f"{name} must sum to 1 along the last axis, got {float(bad)!r}")
 
     @property
     def probs(self):
