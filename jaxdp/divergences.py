@@ -7,6 +7,7 @@ unitless), with ``+inf`` where the math says so (e.g. KL when :math:`P \not\ll Q
 from __future__ import annotations
 
 import functools
+import math
 
 import jax
 import jax.numpy as jnp
@@ -278,7 +279,8 @@ def tv(P: Distribution, Q: Distribution) -> jnp.ndarray:
 def _joint_categorical(P: Product) -> Categorical:
     lp = None
     for c, n in P._items():
-        for _ in range(n):
+        # (one category: a factor 1, whatever its count; range(2**40) did not end)
+        for _ in range(n if c.num_categories > 1 else 1):
             lc = c.log_probs
             lp = (
                 lc
@@ -302,7 +304,9 @@ def _tv(P, Q):
         if len(P.components) == 1 and P.counts == (1,):
             return _tv(P.components[0], Q.components[0])
         if all(isinstance(c, Categorical) for c in P.components + Q.components):
-            size = int(np.prod([c.num_categories**n for c, n in P._items()]))
+            # (k**n only up to n = 21, which is past 2**20 for k >= 2: k**(2**40) itself did
+            # not end, nor raise)
+            size = math.prod(c.num_categories ** min(n, 21) for c, n in P._items())
             if size <= 2**20:
                 return _tv(_joint_categorical(P), _joint_categorical(Q))
         raise NotImplementedError(

@@ -985,6 +985,12 @@ def test_product_divergences():
     np.testing.assert_allclose(jd.tv(P, Q), want, rtol=1e-14)
     with pytest.raises(NotImplementedError):
         jd.tv(jd.Product.iid(jd.Laplace(), 2), jd.Product.iid(jd.Laplace(1.0), 2))
+    # a huge count: the joint size 2**(2**62) was computed (it never ended), and a
+    # one-category component was repeated 2**62 times (QA pass)
+    with pytest.raises(NotImplementedError):
+        jd.tv(jd.Product.iid(P.components[0], 2**62), jd.Product.iid(Q.components[0], 2**62))
+    one = jd.Product.iid(jd.Categorical(jnp.array([1.0])), 2**62)
+    assert float(jd.tv(one, one)) == 0.0
 
 
 def test_renyi_rejects_bad_order():
