@@ -149,7 +149,7 @@ def renyi(P: Distribution, Q: Distribution, order) -> jnp.ndarray:
 def _renyi(P, Q, order, with_kl=True):
     is_one = order == 1
     safe = jnp.where(is_one, 0.5, order)
-    log_c = raw_log_bc(P, Q, safe)
+    log_c = raw_log_bc(P, Q, safe, wider=True)
     # An infinite log C (the integral diverges above 1, or vanishes below) is an infinite
     # divergence on a whole range of orders, constant there: its order derivative is 0, not
     # the quotient rule's -inf/(l - 1)^2 (found by a QA pass). Its parameter derivatives are
@@ -226,7 +226,7 @@ def bhattacharyya(P: Distribution, Q: Distribution) -> jnp.ndarray:
 @_jit.jit
 def _half(P, Q):
     half = jnp.asarray(0.5, jnp.result_type(P.dtype, Q.dtype))
-    return nan_where_invalid(P, Q, raw_log_bc(P, Q, half, unit=True))
+    return nan_where_invalid(P, Q, raw_log_bc(P, Q, half, unit=True, wider=True))
 
 
 def hellinger(P: Distribution, Q: Distribution) -> jnp.ndarray:

@@ -580,6 +580,39 @@ def test_laplace_slopes_where_the_offset_over_the_narrower_q_nears_the_float_ran
         np.testing.assert_allclose(float(got[i]), float(want), rtol=1e-15)
 
 
+def test_laplace_renyi_where_the_offset_over_the_narrower_p_overflows():
+    # The mirror image of the test above: P the narrower, ~1e309 of its scale from Q. Its
+    # standardized offset (by P's scale) overflowed: Rényi, Bhattacharyya, Hellinger were
+    # nan. Bhattacharyya is symmetric, so its value and gradient are those of the pair
+    # swapped; the last row is ~2e309 of both scales apart: inf (Hellinger 1), gradient 0
+    rows = [(1e304, 1e-5, 0.0, 1.0), (1e10, 1e-300, 0.0, 1.0), (1e307, 1e-3, -1e307, 1e-2)]
+    args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
+    swapped = [args[2], args[3], args[0], args[1]]
+
+    def lap(f):
+        return lambda m1, b1, m2, b2: f(jd.Laplace(m1, b1), jd.Laplace(m2, b2))
+
+    bc = lap(jd.bhattacharyya)
+    value = bc(*args)
+    grads = jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*args)
+    want_value = bc(*swapped)
+    want = jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*swapped)
+    np.testing.assert_allclose(value[:2], want_value[:2], rtol=1e-15)
+    np.testing.assert_array_equal(value[2], np.inf)
+    np.testing.assert_array_equal(
+        jd.hellinger(*(jd.Laplace(*args[:2]), jd.Laplace(*args[2:]))), 1.0
+    )
+    for k, j in enumerate((2, 3, 0, 1)):
+        np.testing.assert_allclose(grads[k][:2], want[j][:2], rtol=1e-15)
+        np.testing.assert_array_equal(grads[k][2], 0.0)
+    orders = lap(lambda P, Q: jd.renyi(P, Q, jnp.asarray([[0.1], [2.5]])))(*args)
+    np.testing.assert_array_equal(orders[:, 2], np.inf)
+    for i, row in enumerate(rows[:2]):
+        for o, order in enumerate((mp.mpf("0.1"), mp.mpf("2.5"))):
+            want = mp_refs.lap_log_bc_cf(*row, order) / (order - 1)
+            np.testing.assert_allclose(float(orders[o, i]), float(want), rtol=1e-15)
+
+
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
     # 1 - TV < 1e-300 (a point mass against a flat density): TV was 0, the standardized
     # wider scale having overflowed (or the narrower flushed), and its gradient nan

@@ -38,25 +38,22 @@ def _shift_args(P, Q, a):
     docstring)."""
     b1, b2 = P.scale, Q.scale
     delta = jnp.abs(Q.loc - P.loc)
-    # quotients whose derivatives do not square the scales (sp.quotient): parameter
+    # x = min(l1, l2), l1 = a Delta/b1, l2 = (1 - a) Delta/b2, d = |l1 - l2|, written with one
+    # branch choice so that derivatives with respect to the parameters stay consistent at
+    # the tie l1 = l2 (where the symmetric optimum of equal-scale pairs sits); min/abs would
+    # drop a term there. The branch is the sign of num = (1 - a) b1 - a b2 (l1 <= l2), so d
+    # is never negative, and only the smaller rate's term is formed: x <= Delta for a in
+    # [0, 1] (standardized, one of the scales is at least 1), while the larger term overflows
+    # where the offset exceeds ~1e308 of the narrower scale, P's or Q's (its quotient's
+    # derivative, inf times a zero cotangent, was nan).
+    # Quotients whose derivatives do not square the scales (sp.quotient): parameter
     # gradients stay finite and right for scale ratios beyond ~1e154; of the offset, as the
     # solver's (derivs_setup), not of the weight: (1 - a)/b2 times Delta underflowed in
     # forward mode where both are huge (standardized by ~1e200, a tangent of b2 ~1e-200
     # over b2 ~1e93: d/db2 of order 1/2 Renyi 1e-293 for 5e-294), (1 - a) Delta/b2 does not
-    l1 = a * sp.quotient(delta, b1)
-    # inf where (1 - a) Delta/b2 overflows (an offset beyond the float range of the narrower
-    # b2), or is within 16 ulp of it (a product and a compare, not a second division), as a
-    # constant: the quotient's own derivative there, inf times a zero cotangent, is nan
-    w2 = (1.0 - a) * delta
-    finfo = jnp.finfo(b2.dtype)
-    over = lax.stop_gradient(w2 >= b2 * (finfo.max * (1.0 - 16 * finfo.eps)))
-    l2 = jnp.where(over, jnp.inf, sp.quotient(jnp.where(over, 0.0, w2), b2))
-    # x = min(l1, l2), d = |l1 - l2|, written with one branch choice so that derivatives
-    # with respect to the parameters stay consistent at the tie l1 = l2 (where the
-    # symmetric optimum of equal-scale pairs sits); min/abs would drop a term there.
-    left = l1 <= l2
-    x = jnp.where(left, l1, l2)
     num = (1.0 - a) * b1 - a * b2
+    left = num >= 0.0
+    x = sp.quotient(jnp.where(left, a, 1.0 - a) * delta, jnp.where(left, b1, b2))
     diff = sp.quotient(num, b1 * b2) * delta  # l2 - l1
     d = jnp.where(left, diff, -diff)
     # d beyond the float range (an offset beyond ~1e308 of the narrower scale; they were
