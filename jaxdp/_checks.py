@@ -135,14 +135,16 @@ def all_positive_finite(x) -> bool:
     return bool((np.isfinite(v) & (v > 0)).all())
 
 
-def check_positive(name: str, x) -> None:
+def check_positive(name: str, x, *, finite: bool = True) -> None:
+    """``x > 0`` (and finite, unless ``finite=False``) where concrete; NaN is refused."""
     if is_concrete(x):
         v = _values(x)
         if np.isnan(v).any():
             raise ValueError(f"{name} contains NaN")
-        bad = ~(np.isfinite(v) & (v > 0))
+        bad = ~((np.isfinite(v) if finite else True) & (v > 0))
         if bad.any():
-            raise ValueError(f"{name} must be positive and finite, got {v[bad].flat[0]}")
+            what = "positive and finite" if finite else "positive"
+            raise ValueError(f"{name} must be {what}, got {v[bad].flat[0]}")
 
 
 def check_nonnegative(name: str, x, *, finite: bool = True) -> None:

@@ -492,17 +492,23 @@ def best_advantage_gaussian(sigma, n: int = 1, *, sensitivity=1.0):
             ``sigma``.
 
     Returns:
-        The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``. Non-positive or
-        NaN ``sigma`` or ``sensitivity`` gives NaN under ``jit`` (``ValueError`` eagerly).
+        The advantage in [0, 1], shape ``broadcast(sigma, sensitivity)``; the limits 0 at
+        ``sigma = inf`` and 1 at ``sensitivity = inf``. Non-positive or NaN ``sigma`` or
+        ``sensitivity``, or both infinite (no limit), gives NaN under ``jit``
+        (``ValueError`` eagerly).
     """
     n = _check_n(n)
     sig, s = as_inexact(sigma, sensitivity, names=("sigma", "sensitivity"))
-    check_positive("sigma", sig)
-    check_positive("sensitivity", s)
+    # (infinite sigma or sensitivity: the limits 0 and 1, as under jit; eagerly they were
+    # refused)
+    check_positive("sigma", sig, finite=False)
+    check_positive("sensitivity", s, finite=False)
     # (XLA flushes subnormals to 0: nan results, or a ratio s/sigma read as 0 or inf)
     check_normal("sigma", sig)
     check_normal("sensitivity", s)
     check_broadcast("sigma, sensitivity", sig.shape, s.shape)
+    if is_concrete(sig) and is_concrete(s) and (np.isinf(sig) & np.isinf(s)).any():
+        raise ValueError("sigma and sensitivity must not both be infinite (no limit)")
     k = math.sqrt(n) / (2.0 * math.sqrt(2.0))
     # Beyond z = 28 the advantage is 1 and its derivative 0 to rounding (e^{-784} is below
     # the smallest float), but z's derivative -z/sigma overflows there for sigma below

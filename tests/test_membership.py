@@ -337,6 +337,21 @@ def test_gaussian_matches_mpmath_erf():
         mb.best_advantage_gaussian(1.0, sensitivity=1e-310)
 
 
+def test_gaussian_at_infinite_sigma_or_sensitivity():
+    # The limits 0 (sigma = inf) and 1 (sensitivity = inf), eagerly as under jit (they were
+    # refused eagerly: "must be positive and finite"); both infinite has no limit
+    inf = np.inf
+    for sg, s_, want in ((inf, 1.0, 0.0), (1.0, inf, 1.0), (inf, 1e300, 0.0), (1e-300, inf, 1.0)):
+        assert float(mb.best_advantage_gaussian(sg, 3, sensitivity=s_)) == want, (sg, s_)
+        for d in (0, 1):
+            g = jax.grad(lambda a, b: mb.best_advantage_gaussian(a, 3, sensitivity=b), d)
+            assert float(g(sg, s_)) == 0.0, (sg, s_, d)
+    with pytest.raises(ValueError, match="sigma and sensitivity"):
+        mb.best_advantage_gaussian(inf, sensitivity=inf)
+    with pytest.raises(ValueError, match=r"^sigma must be positive"):
+        mb.best_advantage_gaussian(-inf)
+
+
 def test_gaussian_gradient_at_tiny_sigma():
     # Regression: d/dsigma was nan for sigma below ~1e-154 (z = sqrt(n) s / (2 sqrt(2) sigma)
     # has derivative -s/sigma^2 = -inf there, times erfc' = 0) and -inf for sigma ~1e-160 at
