@@ -756,6 +756,34 @@ def test_eq35_second_derivatives_where_the_b_slope_of_shift_over_b_overflows():
     assert_close(h[fin], want[fin], atol=0)
 
 
+def _eq35_slopes_mp(s, b, th):
+    """eq35's shift-, b- and theta-slopes ``x/(1 + x)`` times ``sign(s)/(th b)``, ``-x/b``,
+    ``-x/th`` (``x = |s|/(th b)``; JAX's slope of ``|s|`` at 0 is 1), 50-digit mpmath, a value
+    below the smallest normal float as 0 (XLA flushes subnormals)."""
+    with mp.workdps(50):
+        sm, bm, tm = mp.mpf(s), mp.mpf(b), mp.mpf(th)
+        x = abs(sm) / (tm * bm)
+        g = x / (1 + x)
+        w = [(1 if sm >= 0 else -1) * g / (tm * bm), -g * x / bm, -g * x / tm]
+        return [float(v) if abs(v) >= np.finfo(float).tiny else 0.0 for v in w]
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="eq35's slopes go through t = |shift|/b: at (3, 1e-200, 1e300) the b-slope is 0 in "
+    "reverse mode (the cotangent of t, 3e-100/theta, underflows) and -inf forward (t/b "
+    "overflows), true -9; -inf forward at (-1, 1e-300, 1e300), true -5e299; the shift-slope "
+    "nan forward at (0, 1e-300, 1e-10) (0 * 1/(theta b) = 0 * inf), true 0. Not fixed",
+)
+def test_eq35_slopes_where_those_of_shift_over_b_leave_the_float_range():
+    args = [(3.0, 1e-200, 1e300), (-1.0, 1e-300, 1e300), (0.0, 1e-300, 1e-10)]
+    for s, b, th in args:
+        want = _eq35_slopes_mp(s, b, th)
+        for d in (jax.grad, jax.jacfwd):
+            got = [float(d(paper.eq35, i)(s, b, th)) for i in range(3)]
+            assert_close(np.array(got), np.array(want), atol=0)
+
+
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     d, b, th = SHIFTS[:, None, None], np.array([0.5, 2.0])[None, :, None], THETAS[None, None, :]
     assert_close(ev(paper.eq35, d, b, th), _mp_grid(m35, d, b, th), atol=0)
