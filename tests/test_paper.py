@@ -784,6 +784,20 @@ def test_eq35_slopes_where_those_of_shift_over_b_leave_the_float_range():
             assert_close(np.array(got), np.array(want), atol=0)
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="eq34's forward-mode b-slope goes through t = |shift|/b, whose b-slope t/b = 1e590 "
+    "overflows: nan at (1e-10, 1e-300, 1e300) (reverse mode gives the true -1e290). Not fixed",
+)
+def test_eq34_forward_b_slope_where_that_of_shift_over_b_overflows():
+    s, b, th = 1e-10, 1e-300, 1e300
+    with mp.workdps(50):  # d/db (t + e^-t)/theta = -(t/b)(1 - e^-t)/theta, t = |s|/b
+        t = mp.mpf(s) / mp.mpf(b)
+        want = float(-(t / mp.mpf(b)) * (1 - mp.exp(-t)) / mp.mpf(th))
+    assert_close(float(jax.grad(paper.eq34, 1)(s, b, th)), want, atol=0)
+    assert_close(float(jax.jacfwd(paper.eq34, 1)(s, b, th)), want, atol=0)
+
+
 def test_eq35_matches_mpmath_but_is_not_the_laplace_chernoff_information():
     d, b, th = SHIFTS[:, None, None], np.array([0.5, 2.0])[None, :, None], THETAS[None, None, :]
     assert_close(ev(paper.eq35, d, b, th), _mp_grid(m35, d, b, th), atol=0)
