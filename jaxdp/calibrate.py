@@ -612,10 +612,11 @@ def _implicit(spec, metric, n, limits, budget, s, p, achieved, slope):
 
     ``slope`` is :math:`\partial m/\partial \log p` at ``p``, from the solver's last
     evaluation (the point it accepted), so only :math:`\partial m/\partial\Delta` is
-    evaluated here, and only when the sensitivity is perturbed. The rule is written with
-    differentiable operations on its own outputs (``p`` through this function again, the
-    slope through :func:`_slope`), so that second derivatives are the derivatives of the
-    first: a rule reading the solver's ``p`` and ``slope`` as constants gave
+    evaluated here, and only when the sensitivity is perturbed (not even then for Laplace
+    and Gaussian noise, whose ``p`` is proportional to it: ``_Spec.proportional``). The rule
+    is written with differentiable operations on its own outputs (``p`` through this
+    function again, the slope through :func:`_slope`), so that second derivatives are the
+    derivatives of the first: a rule reading the solver's ``p`` and ``slope`` as constants gave
     :math:`d^2\sigma/dc^2 = 0` for the Gaussian (exact: :math:`\tfrac34 8^{-1/2} c^{-5/2}`).
 
     ``limits``: give budget 0 its one-sided :math:`dp/dc` (:func:`_limit_slope`, often
@@ -753,7 +754,7 @@ def _implicit_jvp(spec, metric, n, limits, primals, tangents):
         # Gaussian Chernoff information and KL are n K (s/p)^2 exactly: above ~9e307 (the
         # largest budgets, float32 ~1.7e38) their slope -2m overflows, and the derivatives
         # were 0; there dp/dc = -p/(2m) (below the float range unless s is large: -8e-164 at
-        # 1.7e308, s = 1e300) and dp/ds = p/s (2.7e-155 at s = 1), and dx likewise
+        # 1.7e308, s = 1e300), and dx likewise (dp/ds = p/s there too: the rule below)
         over = jnp.isinf(slope) & (achieved > 0) & (achieved < jnp.inf)
         m_over = jnp.where(over, achieved, 1.0)
         p_over = jnp.where(over, p, 1.0)
