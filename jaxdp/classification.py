@@ -277,7 +277,9 @@ def simulate_error_exponent(
         or not isinstance(n_samples, (int, np.integer))  # (a numpy int too, as in Ms)
         or n_samples < 2
     ):
-        raise ValueError(f"n_samples must be an int >= 2, got {n_samples!r}")
+        shown = n_samples.item() if isinstance(n_samples, np.generic) else n_samples
+        # (a numpy scalar as written: numpy 2's repr read "got np.int64(1)")
+        raise ValueError(f"n_samples must be an int >= 2, got {shown!r}")
     n_samples = int(n_samples)
     try:  # (a concrete 0-d array too; a string, None, a list or a complex named nothing)
         if isinstance(confidence, str | bytes):
@@ -287,8 +289,8 @@ def simulate_error_exponent(
         raise TypeError(
             f"confidence must be a real number in (0, 1) (static), got {confidence!r}"
         ) from None
-    if not 0.0 < level < 1.0:
-        raise ValueError(f"confidence must lie in (0, 1), got {confidence!r}")
+    if not 0.0 < level < 1.0:  # (level: np.float64(1.5) read "got np.float64(1.5)")
+        raise ValueError(f"confidence must lie in (0, 1), got {level!r}")
     shape = _checks.check_broadcast("P, Q", P.batch_shape, Q.batch_shape)
     dtype = jnp.result_type(P.dtype, Q.dtype, float)
     if alpha is None:

@@ -241,10 +241,13 @@ def test_validation():
         simulate_error_exponent(P, Q, (0, 3), key=key)
     with pytest.raises(ValueError, match="alpha"):
         simulate_error_exponent(P, Q, (1,), key=key, alpha=1.5)
-    with pytest.raises(ValueError, match="n_samples"):
-        simulate_error_exponent(P, Q, (1,), key=key, n_samples=1)
-    with pytest.raises(ValueError, match="confidence"):
-        simulate_error_exponent(P, Q, (1,), key=key, confidence=1.0)
+    # (numpy scalars as written: numpy 2's repr read "got np.int64(1)")
+    for n in (1, np.int64(1)):
+        with pytest.raises(ValueError, match=r"^n_samples must be an int >= 2, got 1$"):
+            simulate_error_exponent(P, Q, (1,), key=key, n_samples=n)
+    for level in (1.0, np.float64(1.0)):
+        with pytest.raises(ValueError, match=r"^confidence must lie in \(0, 1\), got 1\.0$"):
+            simulate_error_exponent(P, Q, (1,), key=key, confidence=level)
     # these raised "'<' not supported between instances of 'float' and 'str'" (no name)
     for bad in ("0.9", None, [0.9], 1j):
         with pytest.raises(TypeError, match=r"^confidence must be"):
