@@ -764,10 +764,14 @@ BAD_SPECS = [
         "^spec: quantity 'eq40' rejects the grid: delta must be",
     ),
     ({"mechanism": "gaussian", "grid": {"sigma": [1.0]}, "quantities": ["eq22"]}, "needs epsilon"),
-    (
-        {"mechanism": "randomized_response", "grid": {"epsilon": [1.0], "k": [2, 3]}},
-        "grid parameter 'k' cannot vary",
-    ),
+    *[
+        (
+            {"mechanism": "randomized_response", "grid": {"epsilon": [1.0], "k": k}},
+            "grid parameter 'k' cannot vary",
+        )
+        # (the last two were "k must be an integer >= 2, got array([2.])")
+        for k in ([2, 3], [2, 3.5], [2.0, 3.0])
+    ],
     ({"grid": {"epsilon": [1.0, -1.0]}}, "rejects the grid: epsilon must be positive"),
     ({"quantities": ["tv", "tv"]}, "quantity 'tv' is listed twice"),
     ({"quantities": ["renyi"]}, "'renyi' needs renyi_orders"),

@@ -275,9 +275,12 @@ def check_kernel(spec: SweepSpec, kernel: Kernel) -> dict[str, Any]:
             light(first)
         except (ValueError, TypeError):
             for a in spec.grid.axes:  # an int that must be a Python constant (e.g. k)?
-                if a.is_integer:
+                # (by its first value: k = [2, 3.5] or [2.0, 3.0] gave the mechanism's own
+                # "k must be an integer >= 2, got array([2.])", refusing a valid 2)
+                v0 = axis_values[a.name][0]
+                if np.isfinite(v0) and float(v0).is_integer():
                     try:
-                        light({**first, a.name: int(axis_values[a.name][0])})
+                        light({**first, a.name: int(v0)})
                     except (ValueError, TypeError):
                         continue
                     raise ValueError(
