@@ -784,6 +784,9 @@ BAD_SPECS = [
     ),
     ({"grid": {"epsilon": {"linspace": [0.1, 1.0]}}}, "linspace needs \\[start, stop, num\\]"),
     ({"grid": {"epsilon": {"logspace": [0, 1, 0]}}}, "num must be a positive integer"),
+    ({"grid": {"epsilon": {"logspace": [0, 308.3, 2]}}}, "logspace exponents out of float"),
+    # up to 1.6e308, finite: was refused as "logspace exponents out of float range"
+    ({"grid": {"epsilon": {"logspace": [0, 308.2, 2]}}}, "noise scale sensitivity/epsilon"),
     ({"grid": {"epsilon": {"range": [0, 1]}}}, "grid parameter 'epsilon' must be"),
     # (was taken as the fixed value 3)
     ({"grid": {"epsilon": {"values": 3}}}, "grid parameter 'epsilon': values needs a list"),

@@ -208,7 +208,11 @@ def parse_grid(table: Any) -> Grid:
                     raise ValueError(
                         f"spec: {where}: {kind} num must be a positive integer, got {n!r}"
                     )
-                if kind == "logspace" and max(abs(a), abs(b)) > 308:
+                # (the top by its power: |exponent| > 308 refused [0, 308.2], whose values
+                # reach 1.6e308, finite)
+                with np.errstate(over="ignore"):
+                    top = np.power(10.0, np.float64(max(a, b)))
+                if kind == "logspace" and (min(a, b) < -308 or not np.isfinite(top)):
                     raise ValueError(f"spec: {where}: logspace exponents out of float range")
                 axes.append(Axis(name, kind, (float(a), float(b), n)))
                 continue
