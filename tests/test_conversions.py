@@ -579,6 +579,9 @@ def test_nan_and_out_of_range_arguments_raise_naming_them():
     # a numpy integer is an integer (was: "k must be an integer >= 2, got np.int64(3)")
     P, _ = mechanisms.randomized_response(1.0, k=np.int64(3))
     assert P.log_probs.shape[-1] == 3
+    # and a numpy non-integer is shown as written (was "got np.float64(2.5)")
+    with pytest.raises(ValueError, match=r"^k must be an integer >= 2, got 2\.5$"):
+        mechanisms.randomized_response(1.0, k=np.float64(2.5))
 
 
 @pytest.mark.parametrize(
