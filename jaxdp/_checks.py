@@ -8,6 +8,8 @@ kernels' documented NaN policy applies instead (never a Python ``if`` on a trace
 
 from __future__ import annotations
 
+import weakref
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -85,7 +87,48 @@ def as_inexact(*xs, names=None):
     for i, x in enumerate(arrays):
         _check_real(labels[i], x)
     dtype = jnp.result_type(*arrays, float)
-    return tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
+    out = tuple(jnp.asarray(x, dtype=dtype) for x in arrays)
+    for raw, arr in zip(xs, out, strict=True):
+        _remember_given(raw, arr)
+    return out
+
+
+#: The values as given of float32 arrays made by :func:`as_inexact` from wider floats that
+#: lie outside float32's range (keyed by ``id``, dropped with the array): the checks name
+#: those, not the rounded 0 or inf. Without ``jax_enable_x64`` a Python float is float32:
+#: ``gaussian(sigma=1e-310)`` said "sigma must be positive and finite, got 0.0".
+_GIVEN: dict[int, np.ndarray] = {}
+
+
+def _remember_given(raw, arr) -> None:
+    if arr.dtype != np.float32 or isinstance(raw, jax.Array) or not is_concrete(raw):
+        return
+    try:
+        given = np.asarray(raw)
+    except (TypeError, ValueError):
+        return
+    if given.dtype.kind != "f" or given.dtype.itemsize <= 4 or given.shape != arr.shape:
+        return
+    fi = np.finfo(np.float32)
+    size = np.abs(given)
+    if ((size > fi.max) & np.isfinite(size) | (size < fi.tiny) & (size > 0)).any():
+        key = id(arr)
+        _GIVEN[key] = given
+        weakref.finalize(arr, _GIVEN.pop, key, None)
+
+
+def _got(x, v, bad, fmt: str = "") -> str:
+    """The first bad value of ``x`` (values ``v``) as given, with what it became if that
+    was float32's 0 or inf (see :func:`as_inexact`)."""
+    shown = v[bad].flat[0]
+    given = _GIVEN.get(id(x))
+    if given is None or given.shape != v.shape:
+        return format(shown, fmt)
+    value = given[bad].flat[0]
+    if value == shown or (np.isfinite(shown) and shown != 0):
+        return format(value, fmt)
+    hint = "" if jax.config.jax_enable_x64 else "; enable jax_enable_x64 for it"
+    return f"{format(value, fmt)} ({shown} as {v.dtype}, outside its range{hint})"
 
 
 def as_given(raw, converted):
@@ -126,7 +169,7 @@ def check_finite(name: str, x) -> None:
         if np.isnan(v).any():
             raise ValueError(f"{name} contains NaN")
         if not np.isfinite(v).all():
-            raise ValueError(f"{name} must be finite, got {v[~np.isfinite(v)].flat[0]}")
+            raise ValueError(f"{name} must be finite, got {_got(x, v, ~np.isfinite(v))}")
 
 
 def all_positive_finite(x) -> bool:
@@ -144,7 +187,7 @@ def check_positive(name: str, x, *, finite: bool = True) -> None:
         bad = ~((np.isfinite(v) if finite else True) & (v > 0))
         if bad.any():
             what = "positive and finite" if finite else "positive"
-            raise ValueError(f"{name} must be {what}, got {v[bad].flat[0]}")
+            raise ValueError(f"{name} must be {what}, got {_got(x, v, bad)}")
 
 
 def check_nonnegative(name: str, x, *, finite: bool = True) -> None:
@@ -156,7 +199,7 @@ def check_nonnegative(name: str, x, *, finite: bool = True) -> None:
         bad = (v < 0) | (~np.isfinite(v) if finite else False)
         if bad.any():
             what = "non-negative and finite" if finite else "non-negative"
-            raise ValueError(f"{name} must be {what}, got {v[bad].flat[0]}")
+            raise ValueError(f"{name} must be {what}, got {_got(x, v, bad)}")
 
 
 def check_normal(name: str, x) -> None:
@@ -169,7 +212,7 @@ def check_normal(name: str, x) -> None:
         if bad.any():
             raise ValueError(
                 f"{name} must be at least {tiny:.4g} (the smallest normal {v.dtype} number; "
-                f"XLA flushes subnormals to zero), got {v[bad].flat[0]:.4g}"
+                f"XLA flushes subnormals to zero), got {_got(x, v, bad, '.4g')}"
             )
 
 

@@ -79,3 +79,27 @@ def test_categorical_masses_below_the_float32_range_keep_their_logarithm(no_x64)
     np.testing.assert_allclose(P.log_probs, [-50 * np.log(10), 0.0], rtol=1e-7)
     want = 0.5 * np.log(0.5e50) + 0.5 * np.log(0.5)  # KL(Q || P)
     np.testing.assert_allclose(jd.kl(Q, P), want, rtol=1e-6)
+
+
+def test_values_beyond_the_float32_range_are_named_as_given(no_x64):
+    # a Python float is float32 here, and the boundary checks saw it rounded: sigma=1e-310
+    # was refused as "sigma must be positive and finite, got 0.0", 1e39 as "got inf"
+    cases = [
+        (lambda: jd.mechanisms.gaussian(1.0, sigma=1e-310), "sigma", "1e-310", "0.0"),
+        (lambda: jd.mechanisms.gaussian(1.0, sigma=1e39), "sigma", "1e+39", "inf"),
+        (lambda: jd.mechanisms.laplace(1.0, epsilon=1e-50), "epsilon", "1e-50", "0.0"),
+        (lambda: jd.Laplace(0.0, np.array([1.0, 1e-300])), "Laplace: scale", "1e-300", "0.0"),
+        (lambda: jd.Gaussian([0.0, 1e300], 1.0), "Gaussian: loc", "1e+300", "inf"),
+        (lambda: jd.DiscreteLaplace(0, 1e-300), "DiscreteLaplace: scale", "1e-300", "0.0"),
+        (lambda: jd.allocate_budget(1e-300, [1.0, 2.0]), "budget", "1e-300", "0.0"),
+        (lambda: jd.calibrate("laplace", 0.1, sensitivity=1e-300), "sensitivity", "1e-300", "0.0"),
+    ]
+    for make, name, given, rounded in cases:
+        with pytest.raises(ValueError, match=f"^{name} must be") as e:
+            make()
+        # (the bad value as given, then what float32 made of it)
+        tail = f"got {given} ({rounded} as float32, outside its range; enable jax_enable_x64"
+        assert tail in str(e.value), str(e.value)
+    # subnormal in float32: named as given by the normal-range check, as before
+    with pytest.raises(ValueError, match=r"smallest normal float32 .* got 1e-40$"):
+        jd.mechanisms.gaussian(1.0, sigma=1e-40)
