@@ -71,10 +71,36 @@ from jaxdp.distributions import Product, _check_mechanism_output
 
 __all__ = ["AllocationResult", "allocate_budget"]
 
+
+def _laplace_variance(b):
+    return 2.0 * b * b
+
+
+def _gaussian_variance(b):
+    return b * b
+
+
 _BUILTIN = {
-    "laplace": (lambda b, s: _mech.laplace(s, scale=b), lambda b: 2.0 * b * b),
-    "gaussian": (lambda b, s: _mech.gaussian(s, sigma=b), lambda b: b * b),
+    "laplace": (lambda b, s: _mech.laplace(s, scale=b), _laplace_variance),
+    "gaussian": (lambda b, s: _mech.gaussian(s, sigma=b), _gaussian_variance),
 }
+
+#: The built-in variances' logarithms at log-scales ``x``: the total variance is summed in
+#: log space (a Laplace variance 2 b^2, b ~ s/(2 budget), underflows beyond budgets ~1e154,
+#: float32 ~1e19, where log V was -inf and the allocation nan with converged=False). A
+#: callable ``variance`` is summed as it returns.
+_LOG_VARIANCE = {
+    _laplace_variance: lambda x: math.log(2.0) + 2.0 * x,
+    _gaussian_variance: lambda x: 2.0 * x,
+}
+
+
+def _log_total_variance(variance, x, w):
+    r""":math:`\log\sum_j w_j \operatorname{Var}_j(e^{x_j})`, in log space for the built-ins."""
+    log_each = _LOG_VARIANCE.get(variance)
+    if log_each is None:
+        return jnp.log(jnp.sum(w * variance(jnp.exp(x))))
+    return jax.nn.logsumexp(log_each(x) + jnp.log(w))
 
 
 class AllocationResult(NamedTuple):
@@ -262,17 +288,24 @@ def _shift_jvp(kind, pair, primals, tangents):
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
-def _tangent_of(fn, primal, *args):
-    """``primal`` (computed without derivatives), with the tangent of ``fn(*args)``, which
-    equals it there: ``fn`` is evaluated only under differentiation."""
+def _tangent_of(fn, primal, args, fixed):
+    """``primal`` (computed without derivatives), with the tangent of ``fn(*args, *fixed)``,
+    which equals it there, in ``args`` (``fixed``: no derivative; ``fn`` is evaluated only
+    under differentiation)."""
     return primal
 
 
 @_tangent_of.defjvp
 def _tangent_of_jvp(fn, primals, tangents):
-    primal, *args = primals
-    _, *dargs = tangents
-    return primal, jax.jvp(fn, tuple(args), tuple(dargs))[1]
+    primal, args, fixed = primals
+    _, dargs, _ = tangents
+    # (the coefficients by forward mode with unit tangents, then contracted: jax.jvp of the
+    # equal split's information took the Laplace scales' tangents b dx, which underflow
+    # beyond budgets ~1e154, times dC/db, which overflows: d equal_chernoff / d budget inf
+    # where it is 1, in both modes; the maximiser fixed, whose slope is 0 but nan there)
+    jac = jax.jacfwd(lambda *a: fn(*a, *fixed), argnums=tuple(range(len(args))))(*args)
+    terms = [jnp.tensordot(j, d, axes=jnp.ndim(d)) for j, d in zip(jac, dargs, strict=True)]
+    return primal, sum(terms)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1, 2))
@@ -290,7 +323,9 @@ def _kkt_point(kind, pair, variance, x, mu, info, a_star, budget, s, w):
 
     (``x`` the log-scales; :math:`C` the composed information, ``kind="exact"``, or the
     paper's bound, ``"bound"``, whose Hessian includes the moving maximiser).
-    Nonsingular at a strict minimum with an active constraint."""
+    Nonsingular at a strict minimum with an active constraint. Solved for :math:`L = \log V`
+    in place of :math:`V` (the same optimum and :math:`dx`, multiplier :math:`\nu =
+    \mu/V`), whose terms do not underflow, with :math:`d\mu = V\,d\nu + \mu\,dL`."""
     return x, mu, info, a_star
 
 
@@ -313,7 +348,10 @@ def _kkt_point_jvp(kind, pair, variance, primals, tangents):
         return jnp.sum(log_bc(P, Q, a))
 
     v = jnp.concatenate([x, s, a])
-    grad_l, hess_l = jax.grad(log_c)(v), jax.hessian(log_c)(v)
+    # (forward mode: the reverse cotangent of each scale, ~C/b, overflows beyond Laplace
+    # budgets ~1e154, where the log-scales' does not: jax.hessian (forward over reverse)
+    # gave nan, and through the linear solve every field's derivative nan; QA pass)
+    grad_l, hess_l = jax.jacfwd(log_c)(v), jax.jacfwd(jax.jacfwd(log_c))(v)
     l_za, l_aa = hess_l[: 2 * m, 2 * m :], hess_l[2 * m :, 2 * m :]
     # an end-point maximiser, or a flat one, does not move
     safe = (a > 0) & (a < 1) & (jnp.diagonal(l_aa) != 0) & jnp.isfinite(jnp.diagonal(l_aa))
@@ -322,21 +360,38 @@ def _kkt_point_jvp(kind, pair, variance, primals, tangents):
     hess_c = -(hess_l[: 2 * m, : 2 * m] - l_za @ jnp.linalg.solve(l_aa, l_za.T))
     grad_c = -grad_l[: 2 * m]
 
-    def grad_v(x, w):
-        return jax.grad(lambda x: jnp.sum(w * variance(jnp.exp(x))))(x)
+    # In log V (L), whose KKT system grad L + nu grad C = 0 has the same optimum, nu = mu/V:
+    # the terms of V's (dV/dx ~ 4 w b^2, Laplace) underflowed beyond budgets ~1e154, giving
+    # a singular system. The constraint's row and column are scaled by its largest gradient
+    # component (~budget, Laplace).
+    def log_v(x, w):
+        return _log_total_variance(variance, x, w)
 
-    g_v, g_c = grad_v(x, w), grad_c[:m]
+    def grad_lv(x, w):
+        return jax.grad(log_v)(x, w)
+
+    g_l, g_c = grad_lv(x, w), grad_c[:m]
+    big = jnp.max(jnp.abs(g_c))
+    g_c = g_c / big
     # (least squares: mu_out, fitted to relative residuals, may differ from it by rounding)
-    mu = -jnp.dot(g_v, g_c) / jnp.dot(g_c, g_c)
-    hess = jax.jacfwd(grad_v)(x, w) + mu * hess_c[:m, :m]
-    d_grad = jax.jvp(lambda w: grad_v(x, w), (w,), (dw,))[1] + mu * hess_c[:m, m:] @ ds
+    nu = -jnp.dot(g_l, g_c) / jnp.dot(g_c, g_c) / big
+    hess = jax.jacfwd(grad_lv)(x, w) + nu * hess_c[:m, :m]
+    d_grad = jax.jvp(lambda w: grad_lv(x, w), (w,), (dw,))[1] + nu * hess_c[:m, m:] @ ds
     kkt = jnp.block([[hess, g_c[:, None]], [g_c[None, :], jnp.zeros((1, 1), x.dtype)]])
-    rhs = jnp.concatenate([-d_grad, (db - grad_c[m:] @ ds)[None]])
+    # (the tangents times coefficients scaled first, here and below: reverse mode transposes
+    # (a - b @ ds) / big into b (ct / big), which underflowed beyond Laplace budgets ~1e154:
+    # d scales / d s 0 where it is ~scales / s)
+    rhs = jnp.concatenate([-d_grad, (db / big - (grad_c[m:] / big) @ ds)[None]])
     sol = jnp.linalg.solve(kkt, rhs)
-    dz = jnp.concatenate([sol[:m], ds])
+    dx = sol[:m]
+    # mu = nu V: d mu = V d nu + mu dL, dL = grad L . dx + dL/dw . dw
+    lv, d_lw = jax.jvp(lambda w: log_v(x, w), (w,), (dw,))
+    v = jnp.exp(lv)
+    d_mu = (v / big) * sol[m] + (nu * v) * (g_l @ dx + d_lw)
+    dz = jnp.concatenate([dx, ds])
     # the information (envelope theorem) and the maximiser (implicit function theorem) there
     d_alpha = -jnp.linalg.solve(l_aa, l_za.T @ dz).reshape(jnp.shape(a_star))
-    return (x, mu_out, info, a_star), (sol[:m], sol[m], grad_c @ dz, d_alpha)
+    return (x, mu_out, info, a_star), (dx, d_mu, grad_c @ dz, d_alpha)
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0,))
@@ -355,9 +410,13 @@ def _equal_point_jvp(pair, primals, tangents):
     def each(x, s):  # (the envelope theorem: first derivatives at the maximisers)
         return _envelope("each", pair, x, s, a_star)
 
-    _, slope = jax.jvp(lambda x: each(x, s), (x,), (jnp.ones_like(x),))  # C_j reads x_j only
-    _, dc_ds = jax.jvp(lambda s: each(x, s), (s,), (ds,))
-    return x, (db / x.shape[0] - dc_ds) / slope
+    ones = jnp.ones_like(x)
+    _, slope = jax.jvp(lambda x: each(x, s), (x,), (ones,))  # C_j reads x_j only
+    _, dc_ds = jax.jvp(lambda s: each(x, s), (s,), (ones,))
+    # (coefficients first: reverse mode transposed (db/m - dc_ds)/slope into dc_ds's
+    # transpose of ct/slope, which underflowed beyond Laplace budgets ~1e154: the equal
+    # split's d scales / d s 0 where it is scales / s)
+    return x, db / (x.shape[0] * slope) - (dc_ds / slope) * ds
 
 
 #: the floor of the optimiser's tolerance, in ulps of the reduced gradient's terms
@@ -589,11 +648,8 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     live = (budget, s, w)
     budget, s, w = lax.stop_gradient(live)
 
-    def total_var(x, w=w):
-        return jnp.sum(w * variance(jnp.exp(x)))
-
-    def log_var(x):
-        return jnp.log(total_var(x))
+    def log_var(x, w=w):
+        return _log_total_variance(variance, x, w)
 
     # Equal split of Corollary 1.2: each query calibrated alone to budget / m.
     zeros = jnp.zeros_like(s)
@@ -608,7 +664,7 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     lam, info, alpha = _root("exact", pair, x_opt, s, budget, zeros[0])
     x_opt = x_opt + lam
 
-    grad_v = jax.grad(total_var)(x_opt)
+    grad_v = jax.grad(log_var)(x_opt)  # (of log V: V's terms underflow, see _LOG_VARIANCE)
     # (forward mode: the reverse cotangent of each scale, dC/db ~ C/b, overflows (or
     # underflows) beyond budgets ~1e205 (~1e-205), where dC/dx = b dC/db does not: multiplier
     # and residual nan, converged=False at right scales; QA pass)
@@ -624,7 +680,7 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     ratio = ratio / big
     mu = -jnp.sum(ratio) / jnp.sum(ratio * ratio)
     kkt = jnp.max(jnp.abs(1.0 + mu * ratio))
-    mu = mu * (big_v / big_c) / big
+    mu = mu * (big_v / big_c) / big * jnp.exp(log_var(x_opt))  # (mu for V: V / mu for log V)
     equal_info, equal_alpha = _evaluate("exact", pair, x_equal, s)
     # (and every query's KKT residual within sqrt(u): float32 scales 9% off had passed the
     # optimiser's test with a residual of 0.2)
@@ -636,26 +692,26 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     x_opt, mu, info, alpha = _kkt_point("exact", pair, variance, x_opt, mu, info, alpha, b, s, w)
     x_equal = _equal_point(pair, x_equal, a_equal, b, s)
     envelope = functools.partial(_envelope, "exact", pair)
-    equal_info = _tangent_of(envelope, equal_info, x_equal, s, equal_alpha)
-    objective = total_var(x_opt, w)
-    equal_objective = total_var(x_equal, w)
+    equal_info = _tangent_of(envelope, equal_info, (x_equal, s), (equal_alpha,))
+    log_objective = log_var(x_opt, w)
+    log_equal = log_var(x_equal, w)
     nan = jnp.full_like(x_opt, jnp.nan)
     if compare_bound:
         nan0 = nan[0]
         x_bound, *_ = _kkt_point("bound", pair, variance, x_bound, nan0, nan0, a_bound, b, s, w)
     result = AllocationResult(
         scales=jnp.exp(x_opt),
-        objective=objective,
+        objective=jnp.exp(log_objective),
         chernoff=info,
         alpha=alpha,
         multiplier=mu,
         kkt_residual=kkt,
         bound_scales=jnp.exp(x_bound) if compare_bound else nan,
-        bound_objective=total_var(x_bound, w) if compare_bound else nan[0],
+        bound_objective=jnp.exp(log_var(x_bound, w)) if compare_bound else nan[0],
         equal_scales=jnp.exp(x_equal),
-        equal_objective=equal_objective,
+        equal_objective=jnp.exp(log_equal),
         equal_chernoff=equal_info,
-        saving=1.0 - objective / equal_objective,
+        saving=-jnp.expm1(log_objective - log_equal),  # (0/0 where both underflow)
         iterations=it,
         converged=converged,
     )

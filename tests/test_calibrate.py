@@ -1030,10 +1030,10 @@ def test_allocation_derivatives_gaussian_closed_form():
     # objective (sum_j s_j sqrt(w_j))^2/(8 eps), multiplier mu = 8 K^2 (grad V + mu grad C = 0
     # in log-scales, dV/dx_j = 2 w_j sigma_j^2, dC/dx_j = -s_j^2/(4 sigma_j^2)),
     # equal split sigma_j = s_j sqrt(m/(8 eps)).
-    def closed(eps, s, w):
-        k = jnp.sum(s * jnp.sqrt(w)) / (8 * eps)
-        equal = s * jnp.sqrt(s.shape[0] / (8 * eps))
-        return jnp.sqrt(k * s / jnp.sqrt(w)), 8 * eps * k * k, 8 * k * k, equal
+    def closed(eps, s, w):  # (divided by eps last: its tangent's square overflowed at 1e300)
+        k = jnp.sum(s * jnp.sqrt(w)) / 8 / eps
+        equal = s * jnp.sqrt(s.shape[0] / 8 / eps)
+        return jnp.sqrt(k * s / jnp.sqrt(w)), jnp.sum(s * jnp.sqrt(w)) * k, 8 * k * k, equal
 
     def fields(eps, s, w):
         r = allocate_budget(eps, s, w)
@@ -1041,8 +1041,9 @@ def test_allocation_derivatives_gaussian_closed_form():
 
     args = (0.7, jnp.asarray([1.0, 5.0]), jnp.asarray([3.0, 0.5]))
     # (reverse mode: the rules transpose; jitted: eagerly, 48 programs compiled one by one)
-    got = jax.jit(jax.jacrev(fields, argnums=(0, 1, 2)))(*args)
-    want = jax.jit(jax.jacfwd(closed, argnums=(0, 1, 2)))(*args)
+    rev = jax.jit(jax.jacrev(fields, argnums=(0, 1, 2)))
+    ref = jax.jit(jax.jacfwd(closed, argnums=(0, 1, 2)))
+    got, want = rev(*args), ref(*args)
     for g, wnt in zip(got[:4], want, strict=True):  # measured <= 2.4e-15
         for a, b in zip(g, wnt, strict=True):
             np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=1e-15)
@@ -1051,6 +1052,17 @@ def test_allocation_derivatives_gaussian_closed_form():
     assert (
         np.abs(np.asarray(got[4][1])).max() < 1e-12 and np.abs(np.asarray(got[4][2])).max() < 1e-12
     )
+    # a far budget (the same program): every derivative was nan (values right): the KKT
+    # system's terms of V (~1e-300) beside those of C (~1e300), and in reverse mode the
+    # constraint's tangents ~1e-150 divided by ~1e300 (QA pass). Now those of log V, the
+    # coefficients scaled before they meet the tangents. (d/d eps ~1e-451 underflows in both)
+    args = (1e300, *args[1:])
+    got, want = rev(*args), ref(*args)
+    for g, wnt in zip(got[:4], want, strict=True):  # measured <= 1e-15 (scales' derivatives)
+        for a, b in zip(g, wnt, strict=True):
+            np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(float(got[4][0]), 1.0, rtol=1e-12)
+    assert np.abs(np.concatenate([got[4][1], got[4][2]])).max() < 1e-12 * args[0]
 
 
 def test_allocation_derivatives_asymmetric_pairs():
@@ -1158,6 +1170,44 @@ def test_allocation_float32_at_extreme_budgets_converges():
     assert bool(r.converged) and int(r.iterations) < 40
     ref = [7070.878271, 12246.96193743]  # float64's
     np.testing.assert_allclose(np.asarray(r.scales), ref, rtol=2e-6)
+    # beyond budgets ~1e19 the variances 2 b^2 (b ~ s / (2 budget)) underflow float32: the
+    # summed objective was 0, its log -inf, the scales nan with converged=False (QA pass).
+    # The large-budget optimum (see test_allocation_laplace_where_the_variances_underflow)
+    # b_j = s_j A / (2 a_j budget), a_j = s_j^(2/3) (unit weights), A = sum_j a_j.
+    for eps in (1e20, 1e37):
+        r = allocate_budget(np.float32(eps), s, mechanism="laplace", max_steps=20)
+        a = s.astype(float) ** (2 / 3)
+        assert bool(r.converged) and int(r.iterations) < 40, eps
+        # within the projection's slack, 8 |log b| ulps (4.4e-5 at 1e20, 8.1e-5 at 1e37;
+        # measured 2.3e-5, 3.7e-5), on the safe side of the budget
+        want = s * np.sum(a) / (2 * a) / eps
+        slack = 8 * np.abs(np.log(want)).max() * np.finfo(np.float32).eps
+        np.testing.assert_allclose(np.asarray(r.scales, float), want, rtol=slack)
+        assert float(r.chernoff) <= np.float32(eps)
+
+
+def test_allocation_laplace_where_the_variances_underflow():
+    # Laplace C_j = t_j - log(1 + t_j), t_j = s_j / (2 b_j) (alpha* = 1/2 for all, so the
+    # exact constraint is sum_j C_j): the optimum has w_j s_j^2 (1 + t_j) = lam t_j^4 (KKT in
+    # t), so beyond budgets ~1e20 (relative corrections ~log(budget) / budget) t_j = budget
+    # a_j / A, a_j = (w_j s_j^2)^(1/3), A = sum_j a_j; the equal split t_j = budget / m +
+    # log(1 + t_j), b_j = s_j m / (2 budget) there. The variances 2 b^2 underflow beyond
+    # ~1e154: the objective's log was -inf, the scales nan with converged=False (QA pass).
+    s, w = np.array([1.0, 3.0]), np.array([2.0, 0.5])
+    a = np.cbrt(w * s * s)
+    m, A = 2, np.sum(a)
+    for eps in (1e160, 1e200):
+        r = allocate_budget(eps, s, w, mechanism="laplace")
+        assert bool(r.converged) and float(r.kkt_residual) < 1e4 * np.finfo(float).eps, eps
+        # within the projection's slack, 8 |log b| ulps (9e-13 at 1e200; measured 3.7e-13)
+        np.testing.assert_allclose(np.asarray(r.scales), s * A / (2 * a) / eps, rtol=2e-12)
+        np.testing.assert_allclose(np.asarray(r.equal_scales), s * m / 2 / eps, rtol=2e-12)
+        assert eps * (1 - 2e-12) <= float(r.chernoff) <= eps
+        assert eps * (1 - 2e-12) <= float(r.equal_chernoff) <= eps
+        # the objectives (~1e-320 and below) and the multiplier underflow, the saving does not
+        assert float(r.objective) == 0.0 and float(r.multiplier) == 0.0
+        saving = 1 - A**3 / (m * m * np.sum(w * s * s))  # (measured within 2.4e-13)
+        np.testing.assert_allclose(float(r.saving), saving, rtol=0, atol=5e-12)
 
 
 def test_forward_mode_sensitivity_derivative_at_budget_zero():
