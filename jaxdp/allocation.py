@@ -126,7 +126,8 @@ class AllocationResult(NamedTuple):
         weighted noise variance the exact constraint saves over the equal split.
       iterations: L-BFGS iterations (exact-constraint problem).
       converged: the optimiser met its gradient tolerance, the composed information is
-        within the budget, and ``kkt_residual`` is at most :math:`\sqrt{u}`.
+        within the budget, ``kkt_residual`` is at most :math:`\sqrt{u}`, and every query's
+        equal-split calibration (the optimiser's start) was found.
     """
 
     scales: jax.Array
@@ -180,7 +181,7 @@ def _envelope(kind, pair, x, s, alpha):
     return value if kind == "each" else jnp.sum(value)
 
 
-def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
+def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60, span=False):
     r"""Shift ``lam`` with ``value(x + lam) <= target``, equal to it within a few ulps.
 
     Newton on :math:`\log` value against ``lam`` (nearly linear for noise mechanisms; the
@@ -194,10 +195,19 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
     far below an ulp of ``lam``; the value may then exceed ``target`` by rounding): used
     inside the optimiser, whose step test needs the reduced objective smooth to rounding.
 
-    Returns ``(lam, value, alpha)`` with the engine's value and maximiser at ``x + lam``
-    (for ``strict=False``: at the last evaluated point, one negligible step before ``lam``).
+    ``span``: ``max_steps`` more, as many capped steps as cross the float range (178 in
+    float64), for a start that may be that far from the root (the equal split starts at
+    the sensitivities: 60 steps of 8 stopped short of scales below ~3e-209 s, Laplace
+    budgets above ~1e208, and returned that point's information 1e-100 of the budget).
+
+    Returns ``(lam, value, alpha, found)`` with the engine's value and maximiser at ``x +
+    lam`` (for ``strict=False``: at the last evaluated point, one negligible step before
+    ``lam``) and whether it was accepted there (elementwise for ``"each"``).
     """
-    eps = float(jnp.finfo(lam0.dtype).eps)
+    info = jnp.finfo(lam0.dtype)
+    if span:
+        max_steps += math.ceil((math.log(float(info.max)) - math.log(float(info.tiny))) / 8.0)
+    eps = float(info.eps)
     log_t = jnp.log(target) + math.log1p(-4.0 * eps)
     tol = 1e-4 * math.sqrt(eps)
     inf = jnp.full_like(lam0, jnp.inf)
@@ -206,7 +216,7 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
         return jnp.any(~st[5]) & (st[6] < max_steps)
 
     def body(st):
-        lam, lo, hi, value, alpha, done, it, k = st
+        lam, lo, hi, value, alpha, done, it, k, found = st
         y = x + lam
         v, a = _evaluate(kind, pair, y, s)
         dv = jax.jvp(lambda l: _envelope(kind, pair, x + l, s, a), (lam,), (jnp.ones_like(lam),))
@@ -242,8 +252,9 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
         alpha = jnp.where(live, a, alpha)
         lam = jnp.where(live & (~accept | (not strict)), new, lam)
         k = jnp.where(live & fix, k + 1, k)
+        found = found | (live & accept)
         done = done | accept | jnp.isnan(g) | (k > 20)
-        return lam, lo, hi, value, alpha, done, it + 1, k
+        return lam, lo, hi, value, alpha, done, it + 1, k, found
 
     v0, a0 = jax.eval_shape(lambda: _evaluate(kind, pair, x + lam0, s))
     state = (
@@ -255,9 +266,10 @@ def _root(kind, pair, x, s, target, lam0, *, strict=True, max_steps=60):
         jnp.zeros(lam0.shape, bool),
         0,
         jnp.zeros(lam0.shape, jnp.int32),
+        jnp.zeros(lam0.shape, bool),
     )
-    lam, _, _, value, alpha, *_ = lax.while_loop(cond, body, state)
-    return lam, value, alpha
+    lam, _, _, value, alpha, *_, found = lax.while_loop(cond, body, state)
+    return lam, value, alpha, found
 
 
 @functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
@@ -266,7 +278,7 @@ def _shift(kind, pair, x, s, budget):
     (to second order in the last Newton step; see :func:`_root` with ``strict=False``) and
     the maximiser there. ``alpha`` is auxiliary: its tangent is reported as zero (it is only
     used under ``stop_gradient``)."""
-    lam, _, alpha = _root(kind, pair, x, s, budget, jnp.zeros((), x.dtype), strict=False)
+    lam, _, alpha, _ = _root(kind, pair, x, s, budget, jnp.zeros((), x.dtype), strict=False)
     return lam, alpha
 
 
@@ -653,15 +665,16 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
 
     # Equal split of Corollary 1.2: each query calibrated alone to budget / m.
     zeros = jnp.zeros_like(s)
-    x_equal, _, a_equal = _root("each", pair, zeros, s, jnp.full_like(s, budget / m), jnp.log(s))
+    target = jnp.full_like(s, budget / m)
+    x_equal, _, a_equal, equal_found = _root("each", pair, zeros, s, target, jnp.log(s), span=True)
     x0 = x_equal
     if compare_bound:
         x_bound, _, _ = _minimise("bound", pair, log_var, x_equal, s, budget, max_steps, tol)
-        lam, _, a_bound = _root("bound", pair, x_bound, s, budget, zeros[0])
+        lam, _, a_bound, _ = _root("bound", pair, x_bound, s, budget, zeros[0])
         x_bound = x_bound + lam
         x0 = x_bound
     x_opt, it, converged = _minimise("exact", pair, log_var, x0, s, budget, max_steps, tol)
-    lam, info, alpha = _root("exact", pair, x_opt, s, budget, zeros[0])
+    lam, info, alpha, _ = _root("exact", pair, x_opt, s, budget, zeros[0])
     x_opt = x_opt + lam
 
     grad_v = jax.grad(log_var)(x_opt)  # (of log V: V's terms underflow, see _LOG_VARIANCE)
@@ -684,7 +697,8 @@ def _allocate(pair, variance, max_steps, tol, compare_bound, budget, s, w):
     equal_info, equal_alpha = _evaluate("exact", pair, x_equal, s)
     # (and every query's KKT residual within sqrt(u): float32 scales 9% off had passed the
     # optimiser's test with a residual of 0.2)
-    converged = converged & (info <= budget) & (kkt <= math.sqrt(eps))
+    # (and the equal split found: it is the optimiser's start; QA pass)
+    converged = converged & (info <= budget) & (kkt <= math.sqrt(eps)) & jnp.all(equal_found)
 
     # Derivatives in the budget, sensitivities and weights, by the implicit function theorem
     # at the points found (kkt_residual has none: it is rounding).
