@@ -139,10 +139,11 @@ def test_built_in_laplace_vs_gaussian_far_apart():
     d = np.asarray([5000.0, 1000.0, 5000.0, 1e5, 1e5])
     r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [0.5, 0.9, 0.99])
     assert np.all(np.asarray(r.converged)), r
-    # measured: <= 6.8e-13, a* within 2.7e-10 (b, s, d = 0.1, 1, 1e5: the second rule's
-    # peak, placed at the first solve's a, misses the true one; README, Precision)
-    assert _rel(r.information, [float(w.information) for w in want]).max() < 2e-12, r
-    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-7, r.alpha
+    # measured: <= 2.2e-16, a* within 2.2e-16 (b, s, d = 0.1, 1, 1e5 was 6.8e-13 and 2.7e-10
+    # off while the second rule's peak was placed at the first solve's a: see
+    # test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace)
+    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-14, r
+    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-12, r.alpha
     # measured: <= 2.2e-16 since the piece next to the peak ends 12 widths from it (5.1e-12
     # at a = 1/2 and d = 1e5 before)
     assert _rel(got_bc, want_bc).max() < 2e-11, got_bc
@@ -167,6 +168,27 @@ def test_built_in_laplace_vs_gaussian_far_apart_in_gaussian_scales():
     assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-12, r.alpha
     # measured: <= 6e-14 (node positions near 300 rounded to ~6e-14, 6e-11 Gaussian scales)
     assert _rel(got_bc, want_bc).max() < 1e-12, _rel(got_bc, want_bc)
+
+
+def test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace():
+    # Laplace(0, 1) vs N(1e5 s, s), s = 1e2 ... 1e6: the integrand's peak, ~s/sqrt(w_G)
+    # wide, moves by w_L s^2/(w_G^2 b) per unit of a. The second rule's breakpoints were put
+    # at the peak for the first solve's answer, on the plain rule (up to 3e-5 from a*): tens
+    # of widths from the true peak. The information was 2.5e-8 (s = 1e2), 4.5e-8 (1e3), 2.4e-7
+    # (1e4, m = 1e9), 7.9e-8 (1e5) and 6.1e-8 (1e6) relative off, a* up to 3e-5, all
+    # converged. Now the breakpoints are at the peak for the closed-form optimum of the
+    # Gaussian integral that log C is there (quadrature.laplace_gaussian_optimum). (The
+    # same shapes as the tests above: their compiled programs are reused.) Reference: the
+    # erfc closed form at 40 digits.
+    b = np.ones(5)
+    s = np.asarray([1e2, 1e3, 1e4, 1e5, 1e6])
+    d = np.asarray([1e7, 1e8, 1e9, 1e10, 1e11])
+    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [0.01, 0.5, 0.9])
+    assert np.all(np.asarray(r.converged)), r
+    # measured: <= 2.2e-16, a* within 2e-12
+    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-14, r
+    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-10, r.alpha
+    assert _rel(got_bc, want_bc).max() < 1e-13, _rel(got_bc, want_bc)
 
 
 def test_renyi_orders_below_one_of_built_in_laplace_vs_gaussian_far_apart():

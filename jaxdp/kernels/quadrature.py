@@ -392,6 +392,42 @@ def _laplace_gaussian_points(P, Q, a):
     return jnp.stack(jnp.broadcast_arrays(peak, jnp.where(inside, inner, peak)), -1)
 
 
+def laplace_gaussian_optimum(P, Q, a):
+    r"""The Chernoff optimum of a built-in Laplace :math:`(\mu, b)` and Gaussian :math:`(m,
+    s)` pair (``a``: ``P``'s weight) where the integrand's peak lies on the Gaussian's side
+    of the kink, more than ``PEAK_WIDTHS`` of its widths from it; ``a`` elsewhere.
+
+    There the rest of the integral beyond the kink is below :math:`e^{-72}` of it, and
+    :math:`\log C` is the Gaussian integral of :math:`p_L^{w_L} p_G^{w_G}` over the whole
+    line: with :math:`r = s/b`, :math:`D = |m - \mu|/b`, :math:`u = 1/w_G`,
+    :math:`\log C = w_L(\ell - D) - \tfrac12\log w_G + \tfrac12 r^2 w_L^2 u`,
+    :math:`\ell = \log(r\sqrt{2\pi}/2)`, whose :math:`w_L`-derivative vanishes where
+    :math:`K u^2 + u/2 + (\ell - D - K) = 0`, :math:`K = r^2/2`: :math:`w_L = (2(D - \ell)
+    - 1)/(2k - 1/2 + \sqrt{1/4 + 4Kk})`, :math:`k = K + D - \ell` (the quadratic's root
+    as :math:`1 - 1/u`, without cancellation).
+
+    For the Chernoff solver's second rule (``jaxdp.chernoff``): its breakpoints at the peak
+    for the first solve's answer (on the plain rule, which misses that peak) left the true
+    peak tens of widths from them where the Gaussian is far wider than the Laplace and far
+    from it, because the peak moves by :math:`w_L s^2/(w_G^2 b)` per unit of ``a``."""
+    lap_first = isinstance(P, Laplace)
+    L, G = (P, Q) if lap_first else (Q, P)
+    a = jnp.asarray(a)
+    inv_b = 1.0 / L.scale
+    r, dist = G.scale * inv_b, jnp.abs(G.loc - L.loc) * inv_b
+    k_half = 0.5 * r * r
+    ell = fm.log(r) + 0.5 * math.log(2.0 * math.pi) - math.log(2.0)
+    k = k_half + dist - ell
+    w_l = (2.0 * (dist - ell) - 1.0) / (2.0 * k - 0.5 + jnp.sqrt(0.25 + 4.0 * k_half * k))
+    w_g = 1.0 - w_l
+    # the peak's distance from the kink, dist - r^2 w_L/w_G (units of b), above PEAK_WIDTHS
+    # widths r/sqrt(w_G), multiplied through by w_G > 0 (no more divisions: each is a stored
+    # kernel of the solver's program)
+    gap = dist * w_g - r * (r * w_l)
+    far = (w_l > 0) & (w_g > 0) & (gap > PEAK_WIDTHS * r * jnp.sqrt(jnp.maximum(w_g, 0.0)))
+    return jnp.where(far, w_l if lap_first else w_g, a)
+
+
 def _peaks(P, Q, a, level, unit=False):
     r"""The highest local maxima (up to ``MAX_PEAKS``; shape ``batch + (MAX_PEAKS,)``) of
     :math:`a\log p + (1-a)\log q` among the nodes of the plain rule, each moved to the vertex
