@@ -24,6 +24,17 @@ scale 2) against Laplace(0, 3), has its log-density switch component within ~0.0
 x = -6, where the nodes are ~0.25 apart: ``log C_0.3`` is 7.2e-9 relative off and the
 Chernoff information 6.7e-9 high, both reported converged (another mixture, 7e-12); level 6
 gives 1.1e-11 and level 7 5e-15. Or declare the switch as a breakpoint (here -6: 1e-15).
+
+Likewise an integrand whose bulk lies at the end of a piece (or the start of a tail) far
+longer than it: near an end, a tanh-sinh piece's nodes are spaced ~``h log(2H/d)`` relative
+to their distance ``d`` from it (``H`` its half-length; ~0.5 at level 5 for ``H/d`` ~1e7).
+For pairs with a :class:`Density` at scale ratios beyond ~1e5 the bulk, between the two
+scales wide, sits at the narrower one's centre (no breakpoint of its own is added there):
+N(0, 1) vs a Density N(1e8, 1e8), all converged, has the information 2.8e-6 relative off
+and ``log C_a`` up to 1.7e-4 (a = 0.999); N(10, 1e-8) 2e-6 and 4e-4 (a = 0.01). Pieces
+ending 12 integrand widths either side of its peak bring these to ~1e-16 (1e-8 where the
+nodes' own rounding, ``ulp(10)/1e-8``, takes over); for ``log_bc`` at a given ``a`` a
+user can declare them as ``breakpoints`` (README, "Limits of the quadrature path").
 """
 
 from __future__ import annotations
