@@ -605,6 +605,20 @@ def stored(a, *xs):
 
 
 @jax.custom_jvp
+def stored_as_is(x):
+    """``x``, stored as by :func:`stored`, with the derivative of ``x`` itself: that of the
+    division, a division of every tangent or cotangent by the run-time 1, cost the location
+    gradient of ``jaxdp.log_bc`` of Laplace pairs ~3% (one core, 20,000 pairs: 26.4 ->
+    25.7 ns/pair without it; that of ``jaxdp.bhattacharyya`` 24.0 -> 23.3)."""
+    return stored(x, x)[0]
+
+
+@stored_as_is.defjvp
+def _stored_as_is_jvp(primals, tangents):
+    return stored_as_is(primals[0]), tangents[0]
+
+
+@jax.custom_jvp
 def stand_in(bad, x, safe):
     """``safe`` where ``bad``, ``x`` elsewhere (the argument a kernel sees at invalid
     inputs), with derivative 1 in ``x`` everywhere. ``jnp.where``'s is 0 where ``bad``: the

@@ -583,34 +583,61 @@ def test_laplace_slopes_where_the_offset_over_the_narrower_q_nears_the_float_ran
 def test_laplace_renyi_where_the_offset_over_the_narrower_p_overflows():
     # The mirror image of the test above: P the narrower, ~1e309 of its scale from Q. Its
     # standardized offset (by P's scale) overflowed: Rényi, Bhattacharyya, Hellinger were
-    # nan. Bhattacharyya is symmetric, so its value and gradient are those of the pair
-    # swapped; the last row is ~2e309 of both scales apart: inf (Hellinger 1), gradient 0
+    # nan, and log C (jd.log_bc, also of Products of Laplace pairs: their components are
+    # stacked, and were standardized by P's scale in group_product). The last row is ~2e309
+    # of both scales apart: Bhattacharyya inf (Hellinger 1), log C -inf inside (0, 1) and 0
+    # at the ends (C_0 = Q(supp P) = 1), gradients 0. Gradients against central differences
+    # at 500 digits
     rows = [(1e304, 1e-5, 0.0, 1.0), (1e10, 1e-300, 0.0, 1.0), (1e307, 1e-3, -1e307, 1e-2)]
     args = [jnp.asarray(c) for c in zip(*rows, strict=True)]
-    swapped = [args[2], args[3], args[0], args[1]]
+    other = (jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 2.0))
 
     def lap(f):
         return lambda m1, b1, m2, b2: f(jd.Laplace(m1, b1), jd.Laplace(m2, b2))
 
+    def product(f):  # the row's pair times another (two Laplace components: stacked)
+        return lambda m1, b1, m2, b2: f(
+            jd.Product(jd.Laplace(m1, b1), other[0]), jd.Product(jd.Laplace(m2, b2), other[1])
+        )
+
+    def grad_ok(grads, a, sign=1):
+        for i, row in enumerate(rows):
+            want = mp_refs.lap_log_bc_cf_grad(*row, a) if i < 2 else [0.0] * 4
+            for k in range(4):
+                np.testing.assert_allclose(grads[k][i], sign * float(want[k]), rtol=1e-15)
+
     bc = lap(jd.bhattacharyya)
+    half = mp.mpf(1) / 2
     value = bc(*args)
-    grads = jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*args)
-    want_value = bc(*swapped)
-    want = jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*swapped)
-    np.testing.assert_allclose(value[:2], want_value[:2], rtol=1e-15)
-    np.testing.assert_array_equal(value[2], np.inf)
+    want = [-float(mp_refs.lap_log_bc_cf(*row, half)) for row in rows[:2]]
+    np.testing.assert_allclose(value, [*want, np.inf], rtol=1e-15)
+    grad_ok(jax.grad(lambda *x: jnp.sum(bc(*x)), (0, 1, 2, 3))(*args), half, -1)
     np.testing.assert_array_equal(
         jd.hellinger(*(jd.Laplace(*args[:2]), jd.Laplace(*args[2:]))), 1.0
     )
-    for k, j in enumerate((2, 3, 0, 1)):
-        np.testing.assert_allclose(grads[k][:2], want[j][:2], rtol=1e-15)
-        np.testing.assert_array_equal(grads[k][2], 0.0)
     orders = lap(lambda P, Q: jd.renyi(P, Q, jnp.asarray([[0.1], [2.5]])))(*args)
     np.testing.assert_array_equal(orders[:, 2], np.inf)
     for i, row in enumerate(rows[:2]):
         for o, order in enumerate((mp.mpf("0.1"), mp.mpf("2.5"))):
             want = mp_refs.lap_log_bc_cf(*row, order) / (order - 1)
             np.testing.assert_allclose(float(orders[o, i]), float(want), rtol=1e-15)
+    # log C, and that of the product (the sum of its components' by additivity; the same
+    # gradient), in one compiled program
+    alphas = [mp.mpf(0), mp.mpf("0.3"), mp.mpf(1)]
+
+    def log_c(*x):
+        a = jnp.asarray([[0.0], [0.3], [1.0]])
+        logc, logc_p = (f(lambda P, Q: jd.log_bc(P, Q, a))(*x) for f in (lap, product))
+        return jnp.sum(logc_p[1]), (logc, logc_p)
+
+    grads, (logc, logc_p) = jax.jit(jax.grad(log_c, (0, 1, 2, 3), has_aux=True))(*args)
+    for j, a in enumerate(alphas):
+        want = [mp_refs.lap_log_bc_cf(*row, a) for row in rows[:2]]
+        want = [float(w) for w in want] + [-np.inf if 0 < a < 1 else 0.0]
+        np.testing.assert_allclose(logc[j], want, rtol=1e-15, atol=1e-300)
+        want_p = np.asarray(want) + float(mp_refs.lap_log_bc_cf(0, 1, 1, 2, a))
+        np.testing.assert_allclose(logc_p[j], want_p, rtol=1e-15)
+    grad_ok(grads, alphas[1])
 
 
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
