@@ -107,9 +107,10 @@ def test_optax_method_far_apart():
     assert np.abs(np.asarray(r.alpha) - 0.5).max() < 1e-10, r.alpha
 
 
-def _laplace_gaussian_against_mpmath(b, s, d, a):
-    """``jd.chernoff`` of Laplace(0, b) vs N(d, s) and ``jd.log_bc`` at each ``a``, with their
-    40-digit references (the erfc closed form, ``references.mp_reference``)."""
+def _check_laplace_gaussian(b, s, d, a, *, information, alpha, log_bc):
+    """``jd.chernoff`` of Laplace(0, b) vs N(d, s) (converged; ``information`` relative and
+    ``alpha`` absolute tolerances) and ``jd.log_bc`` at each ``a`` (``log_bc`` relative)
+    against their 40-digit references (the erfc closed form, ``references.mp_reference``)."""
     from mpmath import mp
     from references import mp_reference as R
 
@@ -124,7 +125,10 @@ def _laplace_gaussian_against_mpmath(b, s, d, a):
             for (p, q), x in zip(pairs, r.alpha, strict=True)
         ]
         want_bc = [[float(R.log_bc(p, q, mp.mpf(float(ai)))) for p, q in pairs] for ai in a[:, 0]]
-    return r, got_bc, want, want_bc
+    assert np.all(np.asarray(r.converged)), r
+    assert _rel(r.information, [float(w.information) for w in want]).max() < information, r
+    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < alpha, r.alpha
+    assert _rel(got_bc, want_bc).max() < log_bc, _rel(got_bc, want_bc)
 
 
 def test_built_in_laplace_vs_gaussian_far_apart():
@@ -137,16 +141,11 @@ def test_built_in_laplace_vs_gaussian_far_apart():
     b = np.asarray([1.0, 0.1, 1.0, 1.0, 0.1])
     s = np.asarray([1.0, 1.0, 10.0, 1.0, 1.0])
     d = np.asarray([5000.0, 1000.0, 5000.0, 1e5, 1e5])
-    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [0.5, 0.9, 0.99])
-    assert np.all(np.asarray(r.converged)), r
-    # measured: <= 2.2e-16, a* within 2.2e-16 (b, s, d = 0.1, 1, 1e5 was 6.8e-13 and 2.7e-10
-    # off while the second rule's peak was placed at the first solve's a: see
-    # test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace)
-    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-14, r
-    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-12, r.alpha
-    # measured: <= 2.2e-16 since the piece next to the peak ends 12 widths from it (5.1e-12
-    # at a = 1/2 and d = 1e5 before)
-    assert _rel(got_bc, want_bc).max() < 2e-11, got_bc
+    # measured: information <= 2.2e-16, a* within 2.2e-16 (b, s, d = 0.1, 1, 1e5 was 6.8e-13
+    # and 2.7e-10 off while the second rule's peak was placed at the first solve's a: see
+    # test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace); log C_a <= 2.2e-16 since
+    # the piece next to the peak ends 12 widths from it (5.1e-12 at a = 1/2 and d = 1e5 before)
+    _check_laplace_gaussian(b, s, d, [0.5, 0.9, 0.99], information=1e-14, alpha=1e-12, log_bc=2e-11)
 
 
 def test_built_in_laplace_vs_gaussian_far_apart_in_gaussian_scales():
@@ -161,13 +160,9 @@ def test_built_in_laplace_vs_gaussian_far_apart_in_gaussian_scales():
     b = np.asarray([1.0, 1.0, 1.0, 1000.0, 1.0])
     s = np.asarray([1e-3, 1e-3, 1e-3, 1.0, 1.0])
     d = np.asarray([10.0, 100.0, 300.0, 1e5, 1e5])
-    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [1e-7, 0.1, 0.5])
-    assert np.all(np.asarray(r.converged)), r
-    # measured: <= 3e-16, a* within 1.4e-15
-    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-13, r
-    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-12, r.alpha
-    # measured: <= 6e-14 (node positions near 300 rounded to ~6e-14, 6e-11 Gaussian scales)
-    assert _rel(got_bc, want_bc).max() < 1e-12, _rel(got_bc, want_bc)
+    # measured: information <= 3e-16, a* within 1.4e-15, log C_a <= 6e-14 (node positions
+    # near 300 rounded to ~6e-14, 6e-11 Gaussian scales)
+    _check_laplace_gaussian(b, s, d, [1e-7, 0.1, 0.5], information=1e-13, alpha=1e-12, log_bc=1e-12)
 
 
 def test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace():
@@ -183,12 +178,8 @@ def test_chernoff_of_a_far_wider_gaussian_far_from_the_laplace():
     b = np.ones(5)
     s = np.asarray([1e2, 1e3, 1e4, 1e5, 1e6])
     d = np.asarray([1e7, 1e8, 1e9, 1e10, 1e11])
-    r, got_bc, want, want_bc = _laplace_gaussian_against_mpmath(b, s, d, [0.01, 0.5, 0.9])
-    assert np.all(np.asarray(r.converged)), r
-    # measured: <= 2.2e-16, a* within 2e-12
-    assert _rel(r.information, [float(w.information) for w in want]).max() < 1e-14, r
-    assert np.abs(np.asarray(r.alpha) - [float(w.alpha) for w in want]).max() < 1e-10, r.alpha
-    assert _rel(got_bc, want_bc).max() < 1e-13, _rel(got_bc, want_bc)
+    # measured: information <= 2.2e-16, a* within 2e-12
+    _check_laplace_gaussian(b, s, d, [0.01, 0.5, 0.9], information=1e-14, alpha=1e-10, log_bc=1e-13)
 
 
 def test_renyi_orders_below_one_of_built_in_laplace_vs_gaussian_far_apart():
