@@ -101,7 +101,7 @@ def _event_shapes(d: Distribution):
     return tuple(x.shape[nb:] for x in jax.tree_util.tree_leaves(d))
 
 
-def group_product(P: Distribution, Q: Distribution, wider=False):
+def group_product(P: Distribution, Q: Distribution, wider=False, move=None):
     """A Product pair with its components of one family (Laplace, Gaussian, discrete Laplace,
     categorical with one number of categories) stacked into one
     :class:`~jaxdp.kernels.stacked.Stack` each, standardized and broadcast to the pair's batch
@@ -109,7 +109,9 @@ def group_product(P: Distribution, Q: Distribution, wider=False):
     component (compile time flat in the number of components). Other pairs, and products
     without two components of a family, are returned as they are. ``wider=True`` (the
     :func:`raw_log_bc` path of the same name) standardizes Laplace components by their
-    wider scale (:func:`standardize`).
+    wider scale (:func:`standardize`). ``move(p, q)``, where given, maps each stacked
+    component pair instead of :func:`standardize` (KL's: the pair as it is where its
+    standardized offset or scale ratio would leave the float range).
     """
     if not isinstance(P, Product):
         return P, Q
@@ -142,7 +144,12 @@ def group_product(P: Distribution, Q: Distribution, wider=False):
             counts.append(P.counts[i])
             continue
         wide = wider and isinstance(P.components[idx[0]], Laplace)
-        pairs = (standardize(P.components[i], Q.components[i], wide) for i in idx)
+        pairs = (
+            standardize(P.components[i], Q.components[i], wide)
+            if move is None
+            else move(P.components[i], Q.components[i])
+            for i in idx
+        )
         ps, qs = zip(*pairs, strict=True)
         weights = tuple(P.counts[i] for i in idx)
         Pc.append(stacked.Stack(stack(ps), weights))

@@ -59,12 +59,20 @@ def _kl_checked(P, Q):
 @_jit.jit
 def _kl(P, Q):
     if isinstance(P, Product):
-        P, Q = group_product(P, Q)  # one kernel per family (jaxdp.kernels.stacked)
+        # one kernel per family (jaxdp.kernels.stacked), its components moved as single
+        # pairs' are (_kl_pair): standardized by P's scale, a narrow P's offset overflowed
+        # (KL of Laplace(1e304, 1e-5) vs Laplace(0, 1) times another Laplace pair was inf)
+        P, Q = group_product(P, Q, move=_kl_pair)
         return sum(n * _kl(p, q) for (p, n), q in zip(P._items(), Q.components, strict=True))
-    kernel = kernel_for(P, Q)
-    if kernel is laplace or kernel is gaussian:
-        return kernel.kl(*_standardize_in_range(P, Q))
-    return kernel.kl(*standardize(P, Q))
+    return kernel_for(P, Q).kl(*_kl_pair(P, Q))
+
+
+def _kl_pair(P, Q):
+    """The pair as its KL kernel reads it: Laplace and Gaussian pairs standardized where
+    that keeps them in range (:func:`_standardize_in_range`), others standardized."""
+    if kernel_for(P, Q) in (laplace, gaussian):
+        return _standardize_in_range(P, Q)
+    return standardize(P, Q)
 
 
 def _standardize_in_range(P, Q):

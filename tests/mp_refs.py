@@ -180,6 +180,10 @@ def lap_log_bc_cf_grad(m1, b1, m2, b2, a):
     """The gradient of :func:`lap_log_bc_cf` in ``(m1, b1, m2, b2)``: central differences at
     500 digits (a value ~1e304 keeps ~190 digits below 1), each parameter stepped by 1e-60
     of its size (of the larger scale at 0)."""
+    return _grad_500(lambda *x: lap_log_bc_cf(*x, a, dps=500), m1, b1, m2, b2)
+
+
+def _grad_500(f, m1, b1, m2, b2):
     with mp.workdps(500):
         x = [mp.mpf(v) for v in (m1, b1, m2, b2)]
         out = []
@@ -187,8 +191,7 @@ def lap_log_bc_cf_grad(m1, b1, m2, b2, a):
             h = (abs(x[k]) or max(x[1], x[3])) * mp.mpf(10) ** -60
             up, down = list(x), list(x)
             up[k], down[k] = x[k] + h, x[k] - h
-            diff = lap_log_bc_cf(*up, a, dps=500) - lap_log_bc_cf(*down, a, dps=500)
-            out.append(diff / (2 * h))
+            out.append((f(*up) - f(*down)) / (2 * h))
         return out
 
 
@@ -202,11 +205,16 @@ def gau_log_bc_cf(m1, s1, m2, s2, a):
         ) ** 2 / (2 * va)
 
 
-def lap_kl(m1, b1, m2, b2):
-    with mp.workdps(DPS):
+def lap_kl(m1, b1, m2, b2, dps=None):
+    with mp.workdps(dps or DPS):
         m1, b1, m2, b2 = map(mp.mpf, (m1, b1, m2, b2))
         d = abs(m2 - m1)
         return mp.log(b2 / b1) + d / b2 + b1 / b2 * mp.exp(-d / b1) - 1
+
+
+def lap_kl_grad(m1, b1, m2, b2):
+    """The gradient of :func:`lap_kl` in ``(m1, b1, m2, b2)``, as :func:`lap_log_bc_cf_grad`."""
+    return _grad_500(lambda *x: lap_kl(*x, dps=500), m1, b1, m2, b2)
 
 
 def gau_kl(m1, s1, m2, s2):

@@ -622,22 +622,31 @@ def test_laplace_renyi_where_the_offset_over_the_narrower_p_overflows():
             want = mp_refs.lap_log_bc_cf(*row, order) / (order - 1)
             np.testing.assert_allclose(float(orders[o, i]), float(want), rtol=1e-15)
     # log C, and that of the product (the sum of its components' by additivity; the same
-    # gradient), in one compiled program
+    # gradient), in one compiled program; with the product's KL (KL ~1e304 of the first row
+    # was inf: group_product standardized its stacked components by P's scale), whose
+    # gradient adds to log C's (the last row's KL 2e309 is inf, its slope in b2 -2e311)
     alphas = [mp.mpf(0), mp.mpf("0.3"), mp.mpf(1)]
 
     def log_c(*x):
         a = jnp.asarray([[0.0], [0.3], [1.0]])
         logc, logc_p = (f(lambda P, Q: jd.log_bc(P, Q, a))(*x) for f in (lap, product))
-        return jnp.sum(logc_p[1]), (logc, logc_p)
+        kl_p = product(jd.kl)(*x)
+        return jnp.sum(logc_p[1]) + jnp.sum(kl_p), (logc, logc_p, kl_p)
 
-    grads, (logc, logc_p) = jax.jit(jax.grad(log_c, (0, 1, 2, 3), has_aux=True))(*args)
+    grads, (logc, logc_p, kl_p) = jax.jit(jax.grad(log_c, (0, 1, 2, 3), has_aux=True))(*args)
     for j, a in enumerate(alphas):
         want = [mp_refs.lap_log_bc_cf(*row, a) for row in rows[:2]]
         want = [float(w) for w in want] + [-np.inf if 0 < a < 1 else 0.0]
         np.testing.assert_allclose(logc[j], want, rtol=1e-15, atol=1e-300)
         want_p = np.asarray(want) + float(mp_refs.lap_log_bc_cf(0, 1, 1, 2, a))
         np.testing.assert_allclose(logc_p[j], want_p, rtol=1e-15)
-    grad_ok(grads, alphas[1])
+    want = [float(mp_refs.lap_kl(*row) + mp_refs.lap_kl(0, 1, 1, 2)) for row in rows]
+    np.testing.assert_allclose(kl_p, want, rtol=1e-15)
+    for i, row in enumerate(rows):
+        want = mp_refs.lap_log_bc_cf_grad(*row, alphas[1]) if i < 2 else [0.0] * 4
+        kl_grads = mp_refs.lap_kl_grad(*row)
+        for k in range(4):
+            np.testing.assert_allclose(grads[k][i], float(want[k] + kl_grads[k]), rtol=1e-15)
 
 
 def test_laplace_tv_at_scale_ratios_beyond_the_float_range():
@@ -1336,7 +1345,9 @@ def test_gaussian_kl_at_scale_ratios_beyond_the_float_range():
     # narrow P (finite: log(s2/s1) - 1/2 + ...) and nan for a wide one (inf); and its
     # forward-mode tangent formed s2/s1^2, so d/ds1 was nan for a tiny s1 against a much
     # wider Q also within the range (1e-300 vs 1e-100). Values and both modes' derivatives
-    # against the closed form (50 digits).
+    # against the closed form (50 digits); values and reverse-mode derivatives of the pair
+    # times another Gaussian pair, stacked with it (nan but in the fourth row: the stack
+    # was standardized by P's scale, Q's moved scale or offset overflowing).
     cases = np.array(
         [
             (0.0, 1e-300, 0.0, 1e10),
@@ -1350,18 +1361,25 @@ def test_gaussian_kl_at_scale_ratios_beyond_the_float_range():
     def f(x):
         return jd.kl(jd.Gaussian(x[0], x[1]), jd.Gaussian(x[2], x[3]))
 
-    fns = jax.jit(lambda x: (jax.vmap(f)(x), jax.vmap(jax.grad(f))(x), jax.vmap(jax.jacfwd(f))(x)))
-    for c, v, r, fw in zip(cases, *fns(cases), strict=True):
+    def g(x):
+        P, Q = jd.Gaussian(x[0], x[1]), jd.Gaussian(x[2], x[3])
+        return jd.kl(jd.Product(P, jd.Gaussian(0.0, 1.0)), jd.Product(Q, jd.Gaussian(1.0, 2.0)))
+
+    fns = jax.jit(
+        lambda x: tuple(jax.vmap(h)(x) for h in (f, jax.grad(f), jax.jacfwd(f), g, jax.grad(g)))
+    )
+    other = float(mp_refs.gau_kl(0, 1, 1, 2))
+    for c, v, r, fw, vp, rp in zip(cases, *fns(cases), strict=True):
         with mp.workdps(50):
             m1, s1, m2, s2 = (mp.mpf(float(t)) for t in c)
             d = m2 - m1
             want = [mp_refs.gau_kl(*c), -d / s2**2, s1 / s2**2 - 1 / s1, d / s2**2]
             want += [1 / s2 - (s1**2 + d**2) / s2**3]
-        got = [v, *r]
+        got, want = [v, *r, vp - other, *rp], want + want
         # forward mode where KL is inf (a wide P) is nan: 0 * inf in the tangent of s1/s2
         # along the explicit zero ds2, JAX's limit for infinite slopes
         if want[0] < np.finfo(np.float64).max:
-            got, want = got + list(fw), want + want[1:]
+            got, want = got + list(fw), want + want[1:5]
         for g, w in zip(got, want, strict=True):
             if abs(w) > np.finfo(np.float64).max:
                 assert float(g) == math.copysign(math.inf, w), (c, got, want)

@@ -13,8 +13,10 @@ last), whose kernel (:func:`kernel`) evaluates the family's kernel once over tha
 sums it with the counts as weights. :func:`jaxdp.coefficient.group_product` builds the stacks.
 
 A stack holds its components already standardized (``jaxdp.coefficient.standardize``), as
-the family kernels expect their inputs; its kernel is only ever reached through a
-:class:`~jaxdp.Product`, whose solver never asks a component for a starting point or a swap.
+the family kernels expect their inputs (KL's Laplace and Gaussian stacks: some as they are,
+as ``jaxdp.kl`` reads single pairs, its kernels being made of ratios); its kernel is only
+ever reached through a :class:`~jaxdp.Product`, whose solver never asks a component for a
+starting point or a swap.
 """
 
 from __future__ import annotations
