@@ -117,18 +117,24 @@ def _remember_given(raw, arr) -> None:
         weakref.finalize(arr, _GIVEN.pop, key, None)
 
 
+def written(x, fmt: str = "") -> str:
+    """A number as written: ``str`` of a numpy scalar, which keeps its own precision (an
+    f-string's format of a float32 -0.1 reads -0.10000000149011612), or ``format(x, fmt)``."""
+    return format(x, fmt) if fmt else str(x)
+
+
 def _got(x, v, bad, fmt: str = "") -> str:
     """The first bad value of ``x`` (values ``v``) as given, with what it became if that
     was float32's 0 or inf (see :func:`as_inexact`)."""
     shown = v[bad].flat[0]
     given = _GIVEN.get(id(x))
     if given is None or given.shape != v.shape:
-        return format(shown, fmt)
+        return written(shown, fmt)
     value = given[bad].flat[0]
     if value == shown or (np.isfinite(shown) and shown != 0):
-        return format(value, fmt)
+        return written(value, fmt)
     hint = "" if jax.config.jax_enable_x64 else "; enable jax_enable_x64 for it"
-    return f"{format(value, fmt)} ({shown} as {v.dtype}, outside its range{hint})"
+    return f"{written(value, fmt)} ({shown} as {v.dtype}, outside its range{hint})"
 
 
 def as_given(raw, converted):
@@ -220,7 +226,9 @@ def check_integer(name: str, x) -> None:
     if is_concrete(x):
         v = _values(x)
         if (np.round(v) != v).any():
-            raise ValueError(f"{name} must hold integer values, got {v[np.round(v) != v].flat[0]}")
+            raise ValueError(
+                f"{name} must hold integer values, got {written(v[np.round(v) != v].flat[0])}"
+            )
 
 
 def check_unit_interval(name: str, x) -> None:
@@ -230,7 +238,7 @@ def check_unit_interval(name: str, x) -> None:
             raise ValueError(f"{name} contains NaN")
         bad = (v < 0) | (v > 1)
         if bad.any():
-            raise ValueError(f"{name} must lie in [0, 1], got {v[bad].flat[0]}")
+            raise ValueError(f"{name} must lie in [0, 1], got {written(v[bad].flat[0])}")
 
 
 def check_broadcast(names: str, *shapes) -> tuple[int, ...]:

@@ -1010,7 +1010,7 @@ def calibrate(
         if np.isnan(v).any():
             raise ValueError("budget contains NaN")
         if (v < 0).any():
-            raise ValueError(f"budget must be >= 0, got {v[v < 0].flat[0]}")
+            raise ValueError(f"budget must be >= 0, got {_checks.written(v[v < 0].flat[0])}")
     _checks.check_positive("sensitivity", s_vals)
     _checks.check_normal("sensitivity", s_vals)  # (XLA flushes subnormals: nan results)
     if spec.name == "geometric":

@@ -109,8 +109,9 @@ def _check_range(
     if np.any(bad):
         rel = ">" if strict else ">="
         rng = f"{rel} {lower}" + ("" if upper is None else f" and <= {upper}")
-        # (str, not repr: numpy 2's repr read "got np.float64(-1.0)")
-        raise ValueError(f"{name} must be {rng}, got {v[bad].ravel()[0]}")
+        # (as written: numpy 2's repr read "got np.float64(-1.0)", an f-string of a float32
+        # -0.1 "got -0.10000000149011612")
+        raise ValueError(f"{name} must be {rng}, got {_checks.written(v[bad].ravel()[0])}")
 
 
 def _check_count(n: ArrayLike, name: str = "n") -> None:
@@ -122,7 +123,9 @@ def _check_count(n: ArrayLike, name: str = "n") -> None:
         raise TypeError(f"{name} must be an integer count, got dtype {v.dtype}")
     bad = ~np.isfinite(v) | (v < 1) | (v != np.round(v))
     if np.any(bad):
-        raise ValueError(f"{name} must be an integer >= 1, got {v[bad].ravel()[0]}")
+        raise ValueError(
+            f"{name} must be an integer >= 1, got {_checks.written(v[bad].ravel()[0])}"
+        )
 
 
 def _nonnegative(x: ArrayLike, name: str) -> None:

@@ -510,6 +510,34 @@ def test_bad_input_names_the_argument(call, arg):
     assert "np." not in str(err.value), str(err.value)
 
 
+def test_float32_values_are_named_as_written():
+    # an f-string formats a float32 scalar through float64: "got -0.10000000149011612" for
+    # a float32 -0.1, here and in the boundary checks of the distributions and calibrate
+    # (no compile: every check runs before the kernels)
+    f32 = np.float32
+    calls = [
+        (lambda: cv.max_kl_eps_dp(f32(-0.1)), "eps must be >= 0.0, got -0.1"),
+        (lambda: cv.max_tv_eps_dp(1.0, f32(2.5)), "n must be an integer >= 1, got 2.5"),
+        (
+            lambda: jd.Laplace(0.0, f32(-0.1)),
+            "Laplace: scale must be positive and finite, got -0.1",
+        ),
+        (lambda: jd.calibrate("laplace", f32(-0.1)), "budget must be >= 0, got -0.1"),
+        (
+            lambda: jd.DiscreteLaplace(f32(0.1), 1.0),
+            "DiscreteLaplace: loc must hold integer values, got 0.1",
+        ),
+        (
+            lambda: jd.log_bc(jd.Laplace(0.0, 1.0), jd.Laplace(1.0, 1.0), f32(1.1)),
+            "alpha must lie in [0, 1], got 1.1",
+        ),
+    ]
+    for call, message in calls:
+        with pytest.raises(ValueError) as err:
+            call()
+        assert str(err.value) == message
+
+
 @pytest.mark.parametrize("dtype", [jnp.bfloat16, jnp.float16])
 def test_half_precision_is_refused_as_elsewhere(dtype):
     # bfloat16 was refused as "must be real", float16 computed in (QA pass)
