@@ -117,6 +117,12 @@ def _remember_given(raw, arr) -> None:
         weakref.finalize(arr, _GIVEN.pop, key, None)
 
 
+def plain(x):
+    """A numpy scalar as the Python number it holds (for a message's ``!r``: numpy 2's repr
+    reads "np.int64(1)"); anything else as it is."""
+    return x.item() if isinstance(x, np.generic) else x
+
+
 def written(x, fmt: str = "") -> str:
     """A number as written: ``str`` of a numpy scalar, which keeps its own precision (an
     f-string's format of a float32 -0.1 reads -0.10000000149011612), or ``format(x, fmt)``."""

@@ -277,9 +277,7 @@ def simulate_error_exponent(
         or not isinstance(n_samples, (int, np.integer))  # (a numpy int too, as in Ms)
         or n_samples < 2
     ):
-        shown = n_samples.item() if isinstance(n_samples, np.generic) else n_samples
-        # (a numpy scalar as written: numpy 2's repr read "got np.int64(1)")
-        raise ValueError(f"n_samples must be an int >= 2, got {shown!r}")
+        raise ValueError(f"n_samples must be an int >= 2, got {_checks.plain(n_samples)!r}")
     n_samples = int(n_samples)
     try:  # (a concrete 0-d array too; a string, None, a list or a complex named nothing)
         if isinstance(confidence, str | bytes):

@@ -98,9 +98,7 @@ def randomized_response(epsilon, k: int = 2):
     channel: one-hot rows, disjoint (information and KL ``inf``, TV 1).
     """
     if isinstance(k, bool) or not isinstance(k, int | np.integer) or k < 2:
-        # (a numpy scalar as written: numpy 2's repr read "got np.float64(2.5)")
-        shown = k.item() if isinstance(k, np.generic) else k
-        raise ValueError(f"k must be an integer >= 2, got {shown!r}")
+        raise ValueError(f"k must be an integer >= 2, got {_checks.plain(k)!r}")
     k = int(k)
     (eps,) = _checks.as_inexact(epsilon, names=("epsilon",))
     # (inf: eagerly refused before, while the traced value gave the identity channel)
